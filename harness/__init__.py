@@ -1,0 +1,1 @@
+"""vlabench harness: scenarios, hardware targets, runner, timing, results, gates and reports."""

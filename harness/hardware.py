@@ -1,0 +1,191 @@
+"""Hardware targets (what a scenario can run on) and a small device abstraction over cpu, cuda and npu.
+
+A target names a kind of machine and the figures tables need from it (peak FLOP/s for MFU, memory);
+a `Device` is the live backend the runner times and measures on.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import platform
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+# Capabilities a rung may `require`; a target lacking one records the rung as unsupported.
+KNOWN_CAPABILITIES = frozenset({"fp8", "flex-backward", "compile"})
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    backend: str  # "cpu" | "cuda" | "npu"
+    device_match: str | None  # substring of the torch device name identifying it; None = generic
+    peak_bf16_flops: float | None  # dense, per device; None where no honest figure exists
+    peak_fp8_flops: float | None
+    peak_source: str
+    memory_gib: float | None
+    capabilities: frozenset[str]
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        # FlexAttention has no CPU backward, fp8 linears need a GPU; MFU on a CPU would be noise.
+        Target("cpu", "cpu", None, None, None, "no peak: CPU runs are functional checks",
+               None, frozenset({"compile"})),
+        # The datasheet quotes 1979 (bf16) / 3958 (fp8) TFLOP/s with 2:4 sparsity; dense is half.
+        # NVIDIA's "141 GB" is the nominal HBM3e size; the driver reports slightly less as usable.
+        Target("h200", "cuda", "H200", 989e12, 1979e12, "NVIDIA H200 SXM datasheet, dense",
+               141.0, frozenset({"fp8", "flex-backward", "compile"})),
+        # Any other CUDA GPU: no peak (MFU left empty); fp8 is decided from the compute capability.
+        Target("cuda", "cuda", None, None, None, "unknown CUDA GPU: no peak figure",
+               None, frozenset({"flex-backward", "compile"})),
+        # Any Ascend NPU through torch_npu; capabilities are added once measured there.
+        Target("npu", "npu", None, None, None, "unknown NPU: no peak figure", None, frozenset()),
+    )
+}
+
+
+def get_target(name: str) -> Target:
+    if name not in TARGETS:
+        raise ValueError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def detect_target() -> Target:
+    """The target matching this machine: a named GPU if its device name matches, else the generic one."""
+    if torch.cuda.is_available():
+        return _match_device_name("cuda", torch.cuda.get_device_name(0))
+    # Only look for torch_npu when it is installed: importing it is slow and has side effects.
+    if importlib.util.find_spec("torch_npu") is not None:
+        importlib.import_module("torch_npu")
+        if torch.npu.is_available():
+            return _match_device_name("npu", torch.npu.get_device_name(0))
+    return TARGETS["cpu"]
+
+
+def _match_device_name(backend: str, device_name: str) -> Target:
+    for target in TARGETS.values():
+        if target.backend == backend and target.device_match and target.device_match in device_name:
+            return target
+    return TARGETS[backend]
+
+
+def capabilities(target: Target) -> frozenset[str]:
+    """The target's capabilities with the runtime checks resolved on this machine."""
+    caps = set(target.capabilities)
+    if target.backend == "cuda" and target.device_match is None and torch.cuda.is_available():
+        # fp8 tensor cores arrived with Ada/Hopper (sm_89 / sm_90).
+        if torch.cuda.get_device_capability(0) >= (8, 9):
+            caps.add("fp8")
+    return frozenset(caps)
+
+
+class _CpuEvent:
+    """A host timestamp with the subset of the torch.cuda.Event API that timing uses."""
+
+    def __init__(self):
+        self.t: float | None = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end: "_CpuEvent") -> float:
+        return (end.t - self.t) * 1000.0  # milliseconds, like torch.cuda.Event.elapsed_time
+
+
+def elapsed_s(start, end) -> float:
+    """Seconds between two recorded events of one device (waits for `end` to complete)."""
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0
+
+
+class Device:
+    """One backend's synchronisation, timing events and memory statistics.
+
+    On cpu the peak memory is the process's peak resident set size (VmHWM), which includes
+    the Python interpreter and libraries; the runner gives each rung its own process.
+    """
+
+    def __init__(self, backend: str, index: int | None = None):
+        if backend not in ("cpu", "cuda", "npu"):
+            raise ValueError(f"unknown backend {backend!r}; expected cpu, cuda or npu")
+        self.backend = backend
+        self.torch_device = torch.device(backend, index) if index is not None else torch.device(backend)
+        # torch.npu mirrors the torch.cuda API, so both accelerators share the code below.
+        self._api = None if backend == "cpu" else getattr(torch, backend)
+
+    def __repr__(self):
+        return f"Device({self.torch_device})"
+
+    def synchronize(self):
+        if self._api is not None:
+            self._api.synchronize(self.torch_device)
+
+    def event(self):
+        return _CpuEvent() if self._api is None else self._api.Event(enable_timing=True)
+
+    def elapsed_s(self, start, end) -> float:
+        return elapsed_s(start, end)
+
+    def reset_peak_memory(self):
+        if self._api is not None:
+            self._api.reset_peak_memory_stats(self.torch_device)
+            return
+        try:  # Linux: writing 5 resets the peak RSS (VmHWM) to the current RSS
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass  # elsewhere the peak counts from process start
+
+    def peak_memory_bytes(self) -> int | None:
+        if self._api is not None:
+            return self._api.max_memory_allocated(self.torch_device)
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss if sys.platform == "darwin" else rss * 1024  # macOS reports bytes, Linux KiB
+
+    def empty_cache(self):
+        if self._api is not None:
+            self._api.empty_cache()
+
+    def device_name(self) -> str:
+        if self._api is not None:
+            return self._api.get_device_name(self.torch_device)
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return platform.processor() or "cpu"
+
+    def device_count(self) -> int:
+        return 1 if self._api is None else self._api.device_count()
+
+
+def get_device(backend: str, index: int | None = None, target_name: str | None = None) -> Device:
+    """The device for a backend; npu imports torch_npu here, only when it is asked for."""
+    if backend == "npu":
+        try:
+            importlib.import_module("torch_npu")
+        except ImportError as e:
+            raise RuntimeError(f"target {target_name or 'npu'} needs torch_npu; install vlabench[npu]") from e
+    elif backend == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"target {target_name or 'cuda'} needs a CUDA GPU and a CUDA build of torch; "
+                           f"this torch is {torch.__version__}")
+    return Device(backend, index)

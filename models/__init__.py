@@ -1,0 +1,17 @@
+"""Model families vlabench can measure. Each is plain PyTorch and never imports the harness."""
+from __future__ import annotations
+
+import importlib
+
+from .family import ModelFamily, OptionError
+
+FAMILIES = {"pi05": "models.pi05"}
+
+
+def get_family(name: str) -> ModelFamily:
+    if name not in FAMILIES:
+        raise KeyError(name)
+    return importlib.import_module(FAMILIES[name]).FAMILY
+
+
+__all__ = ["FAMILIES", "ModelFamily", "OptionError", "get_family"]

@@ -1,0 +1,51 @@
+"""Pi0.5 (openpi / LeRobot architecture) written in plain PyTorch, and its optimization switches."""
+from __future__ import annotations
+
+import torch
+
+from .batch import make_batches as _make_batches
+from .config import FULL, SIZES, TINY, Pi05Config
+from .flops import forward_flops_per_sample, train_flops_per_sample
+from .model import Pi05Model, init_weights
+from .options import Pi05Options, parse_options
+from .techniques import apply_options, count_parameters
+
+
+class Pi05Family:
+    name = "pi05"
+    sizes = tuple(SIZES)
+
+    def parse_options(self, options: dict) -> Pi05Options:
+        return parse_options(options)
+
+    def unsupported_reason(self, options: Pi05Options, backend: str, capabilities: frozenset) -> str | None:
+        if options.linear == "fp8" and "fp8" not in capabilities:
+            return "FP8 matmuls need a GPU with FP8 tensor cores (Hopper/Ada or newer); this target has none"
+        if options.attention == "flex" and "flex-backward" not in capabilities:
+            return f"FlexAttention has no backward on {backend} in this PyTorch, so it cannot train here"
+        return None
+
+    def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype,
+              seed: int) -> Pi05Model:
+        with torch.device(device):
+            model = Pi05Model(SIZES[size])
+        init_weights(model, seed)
+        model.to(dtype)
+        model.default_horizon = workload["action_horizon"]
+        return apply_options(model, options).train()
+
+    def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+        return _make_batches(SIZES[size], workload, n, device, dtype, seed)
+
+    def loss(self, model: Pi05Model, batch: dict) -> torch.Tensor:
+        return model.loss(batch)
+
+    def flops_per_sample(self, size: str, workload: dict) -> float:
+        return train_flops_per_sample(SIZES[size], workload["cameras"], workload["text_tokens"],
+                                      workload["action_horizon"])
+
+
+FAMILY = Pi05Family()
+
+__all__ = ["FAMILY", "FULL", "TINY", "Pi05Config", "Pi05Model", "Pi05Options", "apply_options",
+           "count_parameters", "forward_flops_per_sample", "init_weights", "parse_options"]
