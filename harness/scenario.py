@@ -8,7 +8,7 @@ import copy
 import dataclasses
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -68,7 +68,7 @@ class Scenario:
     ladder: tuple[Rung, ...]
     targets: dict[str, dict]  # raw per-target workload overrides, already validated
     description: str | None = None
-    eval: dict | None = field(default=None)  # kept raw; its schema belongs to the evaluation
+    eval: dict | None = None  # kept raw; its schema belongs to the evaluation
 
     def workload_for(self, target_name: str) -> Workload:
         if target_name not in self.targets:

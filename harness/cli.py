@@ -1,0 +1,103 @@
+"""The `vlabench` command line."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+from .errors import InputError
+from .hardware import TARGETS, detect_target, get_target
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _fail(msg: str) -> int:
+    print(f"vlabench: error: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def cmd_run(args) -> int:
+    from .report import ladder_table
+    from .runner import run_scenario
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    if args.target:
+        if args.target not in TARGETS:
+            return _fail(f"--target: expected one of {', '.join(TARGETS)}, got {args.target!r}")
+        target = get_target(args.target)
+    else:
+        target = detect_target()
+        print(f"target: {target.name} (auto-detected; --target to choose)")
+    if target.name not in scenario.targets:
+        return _fail(f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
+                     f"got only {', '.join(scenario.targets)}")
+    rungs = None
+    if args.rungs:
+        rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
+        unknown = [r for r in rungs if r not in scenario.rung_names()]
+        if unknown:
+            return _fail(f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
+                         f"got {', '.join(unknown)}")
+    out = args.out or Path("runs") / (f"{scenario.name}-{target.name}-"
+                                      f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json")
+    result = run_scenario(scenario, target, out, ["vlabench", *sys.argv[1:]], rung_names=rungs,
+                          append=args.append, rung_timeout_s=args.rung_timeout)
+    print()
+    print(ladder_table(result))
+    print(f"\nresult: {out}")
+    failed = [r["name"] for r in result["rungs"]
+              if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False]
+    if failed:
+        print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from .report import ladder_table
+    from .results import load_result
+
+    for path in args.results:
+        print(ladder_table(load_result(path), fmt=args.format))
+        print()
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario's ladder on a target")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
+    run.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
+    run.add_argument("--out", type=Path, help="result JSON path (default: runs/<scenario>-<target>-<time>.json)")
+    run.add_argument("--append", action="store_true",
+                     help="merge into an existing --out of the same scenario and target (rungs run now replace "
+                          "rungs of the same name); for ladders split over several calls")
+    run.add_argument("--rung-timeout", type=float, default=None, metavar="S",
+                     help="record a rung as error if it runs longer than S seconds")
+    run.set_defaults(func=cmd_run)
+
+    show = sub.add_parser("show", help="print the ladder table of result files")
+    show.add_argument("results", nargs="+", help="result JSON files")
+    show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (InputError, RuntimeError) as exc:  # user errors: one line, no traceback
+        return _fail(str(exc).splitlines()[0])
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished rungs are kept in the result file", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""One rung, run in its own process: build the model with the rung's options, warm up, time the steps.
+
+The runner starts `python -m harness.rung SPEC.json OUT.json` per rung, so compile caches, memory
+statistics and a crash stay inside the rung. Progress goes to stdout, the record to OUT.json.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+
+import torch
+
+from models import get_family
+
+from .hardware import get_device
+from .timing import mfu, summarize_steps
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+GIB = 1024 ** 3
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, backend: str) -> torch.optim.Optimizer:
+    """openpi's AdamW(0.9, 0.95, eps 1e-8); fused on CUDA as LeRobot trains."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10,
+                             fused=backend == "cuda")
+
+
+def train_step(family, model, optimizer, batch) -> torch.Tensor:
+    loss = family.loss(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def measure(spec: dict) -> dict:
+    """Run warm-up and timed steps; returns the measured fields of the rung record."""
+    family = get_family(spec["model"])
+    workload = spec["workload"]
+    device = get_device(spec["backend"])
+    dtype = DTYPES[workload["dtype"]]
+    options = family.parse_options(spec["options"])
+    warmup, timed, batch_size = workload["warmup_steps"], workload["timed_steps"], workload["batch_size"]
+
+    t0 = time.perf_counter()
+    model = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    optimizer = make_optimizer(model, workload["lr"], spec["backend"])
+    batches = family.make_batches(workload["model_size"], workload, warmup + timed, device.torch_device,
+                                  dtype, workload["seed"])
+    device.synchronize()
+    log(f"built in {time.perf_counter() - t0:.1f}s; warm-up {warmup} steps")
+
+    first_step_s, t0 = None, time.perf_counter()
+    for i in range(warmup):
+        ts = time.perf_counter()
+        train_step(family, model, optimizer, batches[i])
+        device.synchronize()
+        first_step_s = first_step_s or time.perf_counter() - ts
+        log(f"warm-up {i + 1}/{warmup}: {time.perf_counter() - ts:.2f}s")
+    warmup_s = time.perf_counter() - t0
+
+    device.reset_peak_memory()
+    step_times, losses = [], []
+    for i in range(timed):
+        start, end = device.event(), device.event()
+        start.record()
+        losses.append(train_step(family, model, optimizer, batches[warmup + i]))
+        end.record()
+        device.synchronize()
+        step = device.elapsed_s(start, end)
+        step_times.append(step)
+        log(f"step {i + 1}/{timed}: {step:.3f}s loss {losses[-1].item():.5f}")
+    peak = device.peak_memory_bytes()
+
+    stats = summarize_steps(step_times, batch_size)
+    flops = family.flops_per_sample(workload["model_size"], workload)
+    return {
+        **stats,
+        "step_times_s": step_times,
+        "losses": [float(x) for x in losses],
+        "peak_memory_gib": None if peak is None else peak / GIB,
+        "peak_memory_kind": "process peak RSS" if spec["backend"] == "cpu" else "peak allocated by torch",
+        "mfu": mfu(stats["samples_per_s"], flops, spec.get("peak_flops")),
+        "warmup_s": warmup_s,
+        "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
+    }
+
+
+def run(spec: dict) -> dict:
+    record = {"status": "ok", "reason": None}
+    try:
+        record.update(measure(spec))
+    except torch.OutOfMemoryError as exc:
+        record.update(status="oom", reason=str(exc).splitlines()[0][:500])
+    except Exception as exc:  # recorded, never lost: the ladder goes on with the next rung
+        record.update(status="error", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+                      traceback=traceback.format_exc()[-4000:])
+    return record
+
+
+def main(argv: list[str]) -> int:
+    spec_path, out_path = argv
+    with open(spec_path) as f:
+        spec = json.load(f)
+    record = run(spec)
+    with open(out_path, "w") as f:
+        json.dump(record, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

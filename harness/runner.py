@@ -1,0 +1,154 @@
+"""Plans a ladder for one target and runs each rung in its own subprocess (harness/rung.py).
+
+A rung that crashes, runs out of memory or times out is recorded with its status and reason and the
+ladder goes on. The result file is rewritten atomically after every rung.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from models import get_family
+
+from .errors import InputError
+from .hardware import Target, capabilities, get_device
+from .results import ResultWriter, load_result, provenance
+from .scenario import Scenario
+
+BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
+
+
+def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
+    return {"model": scenario.model, "backend": target.backend, "options": rung.cumulative,
+            "workload": workload, "peak_flops": target.peak_bf16_flops}
+
+
+def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
+    missing = [r for r in rung.requires if r not in caps]
+    if missing:
+        return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
+    family = get_family(scenario.model)
+    return family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+
+
+def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: float | None,
+                     env: dict | None = None) -> dict:
+    """Run one rung in a fresh Python process; a crash becomes an `error` record with the output tail."""
+    with tempfile.TemporaryDirectory(prefix="vlabench-rung-") as tmp:
+        spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "rung.json")
+        spec_path.write_text(json.dumps(spec))
+        cmd = [sys.executable, "-m", "harness.rung", str(spec_path), str(out_path)]
+        tail = collections.deque(maxlen=40)
+        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        # The rung must import the same harness and models as this process, installed or not.
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        timed_out = False
+        for line in proc.stdout:  # stream progress as it comes
+            line = line.rstrip()
+            tail.append(line)
+            progress("    " + line)
+            if deadline is not None and time.monotonic() > deadline:
+                timed_out = True
+                proc.kill()
+                break
+        rc = proc.wait()
+        if timed_out:
+            return {"status": "error", "reason": f"timed out after {timeout_s:.0f}s", "output_tail": list(tail)}
+        if out_path.exists():
+            return json.loads(out_path.read_text())
+        return {"status": "error", "reason": f"rung process died with exit code {rc}",
+                "output_tail": list(tail)}
+
+
+def loss_parity(losses: list[float], baseline: list[float], tolerance: float, why: str) -> dict:
+    """Max relative loss difference over the timed steps against the baseline rung's losses."""
+    if not losses or len(losses) != len(baseline):
+        return {"max_rel_diff": None, "tolerance": tolerance, "pass": False, "why": why,
+                "note": "baseline has a different number of timed steps"}
+    diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, baseline))
+    return {"max_rel_diff": diff, "tolerance": tolerance, "pass": diff <= tolerance, "why": why}
+
+
+def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -> None:
+    """Speedups vs the baseline and the previous ok rung, and loss parity vs the baseline (in place)."""
+    by_name = {r["name"]: r for r in rungs}
+    base = by_name.get(scenario.ladder[0].name)
+    base_ok = base is not None and base["status"] == "ok"
+    base_opts = family.parse_options(scenario.ladder[0].cumulative)
+    prev = None
+    for rung in scenario.ladder:
+        rec = by_name.get(rung.name)
+        if rec is None or rec["status"] != "ok":
+            continue
+        rec["speedup_vs_baseline"] = rec["samples_per_s"] / base["samples_per_s"] if base_ok else None
+        rec["speedup_vs_previous"] = rec["samples_per_s"] / prev["samples_per_s"] if prev else None
+        tol, why = family.parity_tolerance(base_opts, family.parse_options(rung.cumulative), dtype)
+        rec["loss_parity"] = loss_parity(rec["losses"], base["losses"], tol, why) if base_ok else None
+        prev = rec
+
+
+def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, command: list[str],
+                 rung_names: list[str] | None = None, append: bool = False,
+                 progress: Callable[[str], None] = print, rung_timeout_s: float | None = None,
+                 env: dict | None = None) -> dict:
+    """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`."""
+    family = get_family(scenario.model)
+    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
+    workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
+    caps = capabilities(target)
+    device = get_device(target.backend, target_name=target.name)
+    header = {
+        "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256,
+                     "source": scenario.source},
+        "target": {"name": target.name, "backend": target.backend, "device_name": device.device_name(),
+                   "device_count": device.device_count(), "peak_bf16_flops": target.peak_bf16_flops,
+                   "peak_fp8_flops": target.peak_fp8_flops, "peak_source": target.peak_source,
+                   "capabilities": sorted(caps)},
+        "provenance": provenance(command),
+        "workload": workload,
+    }
+    kept = {}
+    if append and Path(out_path).exists():
+        old = load_result(out_path)
+        if old["scenario"]["name"] != scenario.name or old["target"]["name"] != target.name:
+            raise InputError(str(out_path), "scenario/target", f"{scenario.name} on {target.name} to append to",
+                             f"{old['scenario']['name']} on {old['target']['name']} (use another --out)")
+        kept = {r["name"]: r for r in old["rungs"]}
+        header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
+    selected = rung_names or scenario.rung_names()
+    writer = ResultWriter(out_path, header)
+    records = dict(kept)
+
+    def commit():
+        rungs = [records[r.name] for r in scenario.ladder if r.name in records]
+        add_comparisons(rungs, family, scenario, workload["dtype"])
+        writer.set("rungs", rungs)
+
+    commit()
+    todo = [r for r in scenario.ladder if r.name in selected]
+    for i, rung in enumerate(todo, 1):
+        progress(f"[{i}/{len(todo)}] {rung.name} on {target.name} ({workload['model_size']} model, "
+                 f"batch {workload['batch_size']})")
+        started = time.perf_counter()
+        reason = unsupported_reason(scenario, target, rung, caps)
+        if reason:
+            rec = {"status": "unsupported", "reason": reason}
+        else:
+            rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env)
+        rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
+               "wall_s": time.perf_counter() - started}
+        progress(f"    -> {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else
+                                                 f", {rec['samples_per_s']:.2f} samples/s"))
+        records[rung.name] = rec
+        commit()
+    return writer.data
