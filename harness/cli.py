@@ -65,6 +65,17 @@ def cmd_show(args) -> int:
     return EXIT_OK
 
 
+def cmd_readme(args) -> int:
+    from .readme import update_readme
+
+    changed = update_readme(Path(args.repo), check=args.check)
+    if args.check and changed:
+        print("README.md results section is stale: run `vlabench readme`", file=sys.stderr)
+        return EXIT_FAILED
+    print("README.md " + ("updated" if changed else "is current"))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("results", nargs="+", help="result JSON files")
     show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
     show.set_defaults(func=cmd_show)
+
+    readme = sub.add_parser("readme", help="regenerate the README's results section from results/")
+    readme.add_argument("--repo", default=".", help="repository root (default: .)")
+    readme.add_argument("--check", action="store_true", help="exit 1 if the README is stale, change nothing")
+    readme.set_defaults(func=cmd_readme)
     return parser
 
 

@@ -56,14 +56,18 @@ def provenance(command: list[str]) -> dict:
     git_sha = _git("rev-parse", "HEAD")  # None outside a checkout or before the first commit
     # Result files land under results/ inside the checkout; they do not make the code dirty.
     status = _git("status", "--porcelain", "--", ".", ":(exclude)results")
-    sha_from = "git"
-    if git_sha is None and os.environ.get("VLABENCH_GIT_SHA"):
-        # A copy of the tree without .git (e.g. shipped to a remote machine): the sender names the commit.
-        git_sha, sha_from = os.environ["VLABENCH_GIT_SHA"], "VLABENCH_GIT_SHA"
+    sha_from, dirty = "git", None if status is None else bool(status)
+    if git_sha is None:
+        dirty = None  # without a readable HEAD, `git status` says nothing about the code
+        if os.environ.get("VLABENCH_GIT_SHA"):
+            # A copy of the tree whose .git is incomplete (e.g. shipped to a remote machine): the sender
+            # names the commit it sent, and whether its tree had uncommitted changes.
+            git_sha, sha_from = os.environ["VLABENCH_GIT_SHA"], "VLABENCH_GIT_SHA"
+            dirty = {"0": False, "1": True}.get(os.environ.get("VLABENCH_GIT_DIRTY", ""))
     return {
         "git_sha": git_sha,
         "git_sha_from": sha_from,
-        "dirty": None if status is None else bool(status),
+        "dirty": dirty,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
