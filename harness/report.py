@@ -18,14 +18,14 @@ def _parity(p: dict | None) -> str:
 
 
 LADDER_HEADERS = ("rung", "status", "samples/s (p10-p90)", "vs baseline", "vs previous", "peak GiB",
-                  "MFU", "compile s", "loss parity")
+                  "MFU", "compile s", "loss parity", "note")
 
 
 def ladder_rows(result: dict) -> list[list[str]]:
     rows = []
     for r in result["rungs"]:
         if r["status"] != "ok":
-            rows.append([r["name"], r["status"], r.get("reason") or "", "", "", "", "", "", ""])
+            rows.append([r["name"], r["status"], "", "", "", "", "", "", "", r.get("reason") or ""])
             continue
         rows.append([
             r["name"], "ok",
@@ -36,6 +36,7 @@ def ladder_rows(result: dict) -> list[list[str]]:
             _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
             _num(r.get("compile_s"), ".1f"),
             _parity(r.get("loss_parity")),
+            ", ".join(f"{k} {v}" for k, v in (r.get("substituted") or {}).items()),
         ])
     return rows
 

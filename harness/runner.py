@@ -6,6 +6,7 @@ ladder goes on. The result file is rewritten atomically after every rung.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import subprocess
@@ -36,6 +37,22 @@ def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset
         return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
     family = get_family(scenario.model)
     return family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+
+
+def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
+    """The rung with the target's substitute options applied, if it inherits an option the target cannot
+    train with and the substitutes make it trainable; returns (rung, {option: "old -> new"})."""
+    subs = scenario.substitutes.get(target.name) or {}
+    if not subs or unsupported_reason(scenario, target, rung, caps) is None:
+        return rung, {}
+    if any(k in rung.options for k in subs):  # the rung's own optimization: nothing to stand in for it
+        return rung, {}
+    cumulative = {**rung.cumulative, **subs}
+    changed = {k: f"{rung.cumulative.get(k)} -> {v}" for k, v in subs.items() if rung.cumulative.get(k) != v}
+    swapped = dataclasses.replace(rung, cumulative=cumulative)
+    if not changed or unsupported_reason(scenario, target, swapped, caps) is not None:
+        return rung, {}
+    return swapped, changed
 
 
 def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: float | None,
@@ -140,6 +157,7 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
         progress(f"[{i}/{len(todo)}] {rung.name} on {target.name} ({workload['model_size']} model, "
                  f"batch {workload['batch_size']})")
         started = time.perf_counter()
+        rung, substituted = with_substitutes(scenario, target, rung, caps)
         reason = unsupported_reason(scenario, target, rung, caps)
         if reason:
             rec = {"status": "unsupported", "reason": reason}
@@ -147,6 +165,9 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
             rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env)
         rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
                "wall_s": time.perf_counter() - started}
+        if substituted:
+            rec["substituted"] = substituted
+            progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")
         progress(f"    -> {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else
                                                  f", {rec['samples_per_s']:.2f} samples/s"))
         records[rung.name] = rec

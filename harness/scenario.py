@@ -23,6 +23,7 @@ TOP_KEYS = ("name", "model", "source", "description", "workload", "ladder", "tar
 RUNG_KEYS = ("name", "options", "requires")
 RUNG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 DTYPES = ("bf16", "fp32")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
 
 
 class ScenarioError(InputError):
@@ -41,6 +42,9 @@ class Workload:
     dtype: str = "bf16"
     lr: float = 2.5e-5
     model_size: str = "full"
+    # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
+    # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
+    compile_backend: str = "inductor"
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -69,6 +73,10 @@ class Scenario:
     targets: dict[str, dict]  # raw per-target workload overrides, already validated
     description: str | None = None
     eval: dict | None = None  # kept raw; its schema belongs to the evaluation
+    # Per target, options that stand in for ones the target cannot train with (e.g. attention: sdpa for
+    # flex on a CPU), applied only to rungs that inherit the unsupported option, never to the rung
+    # that introduces it; such rungs record what was substituted.
+    substitutes: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def workload_for(self, target_name: str) -> Workload:
         if target_name not in self.targets:
@@ -164,17 +172,27 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
     targets_raw = c.mapping(c.required(data, "targets", None), "targets")
     if not targets_raw:
         c.fail("targets", "a non-empty mapping of target names to workload overrides", "an empty mapping")
-    targets = {}
+    targets, substitutes = {}, {}
     for target_name, overrides in targets_raw.items():
         key = _join("targets", target_name)
         if target_name not in TARGETS:
             c.fail(key, "a known target (" + ", ".join(TARGETS) + ")", f"unknown target {target_name!r}")
         # `h200:` with nothing after it reads as null; it means "no overrides".
-        overrides = {} if overrides is None else c.mapping(overrides, key, WORKLOAD_KEYS)
+        overrides = {} if overrides is None else dict(c.mapping(overrides, key, WORKLOAD_KEYS + ("substitute",)))
+        substitute = overrides.pop("substitute", None) or {}
+        if substitute:
+            sub_key = _join(key, "substitute")
+            c.mapping(substitute, sub_key)
+            try:
+                family.parse_options(substitute)
+            except OptionError as e:
+                c.fail(_join(sub_key, e.key), e.expected, describe(e.got))
+        substitutes[target_name] = dict(substitute)
         targets[target_name] = _check_workload(c, overrides, key, family.sizes)
 
     return Scenario(name=name, model=model, source=source, path=path, sha256=sha256, workload=workload,
-                    ladder=ladder, targets=targets, description=description, eval=eval_)
+                    ladder=ladder, targets=targets, description=description, eval=eval_,
+                    substitutes=substitutes)
 
 
 def _check_workload(c: _Checker, values: dict, prefix: str, sizes: tuple[str, ...]) -> dict:
@@ -195,6 +213,9 @@ def _check_workload(c: _Checker, values: dict, prefix: str, sizes: tuple[str, ..
             if number is None or not 0 < number < float("inf"):
                 c.fail(path, "a positive number", describe(value))
             checked[key] = number
+        elif key == "compile_backend":
+            if value not in COMPILE_BACKENDS:
+                c.fail(path, "one of " + ", ".join(COMPILE_BACKENDS), describe(value))
         elif key == "model_size":
             if value not in sizes:
                 c.fail(path, "one of " + ", ".join(sizes), describe(value))

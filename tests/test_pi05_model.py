@@ -28,7 +28,7 @@ def test_full_parameter_count_on_meta_device():
     parts = {
         "vision": 412_442_352 + 2_361_344,  # SigLIP + projector
         "text_embed": 257152 * 2048,
-        "time_mlp": 2 * (1024 * 1024 + 1024),
+        "suffix_embed": 2 * (1024 * 1024 + 1024) + 32 * 1024 + 1024,
     }
     for name, expected in parts.items():
         assert count_parameters(getattr(model, name)) == expected, name

@@ -47,7 +47,7 @@ class Pi05Family:
         init_weights(model, seed)
         model.to(dtype)
         model.default_horizon = workload["action_horizon"]
-        return apply_options(model, options).train()
+        return apply_options(model, options, workload.get("compile_backend", "inductor")).train()
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)

@@ -257,6 +257,26 @@ class TimeMLP(nn.Module):
 
 # ----------------------------------------------------------------------------- the model
 
+class SuffixEmbedder(nn.Module):
+    """Noisy actions -> expert tokens, and flow time -> adaRMS condition (Pi0.5 adds no state token)."""
+
+    def __init__(self, cfg: Pi05Config):
+        super().__init__()
+        self.action_in = nn.Linear(cfg.action_dim, cfg.expert.width)
+        self.time_mlp = TimeMLP(cfg)
+
+    def forward(self, x_t, t):
+        return self.action_in(x_t), self.time_mlp(t)
+
+
+class ActionOut(nn.Linear):
+    """Linear(expert width -> action dim) on the suffix outputs. Its forward is written here, not
+    inherited, because dynamo skips torch's own module frames: this makes it a compile unit of its own."""
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
 class Pi05Model(nn.Module):
     def __init__(self, cfg: Pi05Config, camera_slots: int | str = 3):
         super().__init__()
@@ -265,10 +285,9 @@ class Pi05Model(nn.Module):
         self.attention_kind = "eager"
         self.vision = ImageEmbedder(cfg.vision, cfg.llm.width)
         self.text_embed = TextEmbedder(cfg.vocab, cfg.llm.width)
-        self.time_mlp = TimeMLP(cfg)
-        self.action_in = nn.Linear(cfg.action_dim, cfg.expert.width)
+        self.suffix_embed = SuffixEmbedder(cfg)
         self.backbone = JointBackbone(cfg)
-        self.action_out = nn.Linear(cfg.expert.width, cfg.action_dim)
+        self.action_out = ActionOut(cfg.expert.width, cfg.action_dim)
 
     # -- inputs
     def camera_slots_for(self, images, image_masks):
@@ -304,8 +323,7 @@ class Pi05Model(nn.Module):
     def velocity(self, batch, x_t, t):
         """Predicted flow velocity for noisy actions x_t at time t, given the observation."""
         prefix, prefix_pad = self.embed_prefix(batch)
-        cond = self.time_mlp(t)
-        suffix = self.action_in(x_t)
+        suffix, cond = self.suffix_embed(x_t, t)
         b, h = x_t.shape[:2]
         suffix_pad = torch.ones((b, h), dtype=torch.bool, device=x_t.device)
         pad = torch.cat([prefix_pad, suffix_pad], dim=1)
@@ -353,10 +371,15 @@ class Pi05Model(nn.Module):
         dt = -1.0 / steps
         for i in range(steps):
             t = torch.full((b,), 1.0 + i * dt, device=prefix.device, dtype=torch.float32)
-            cond = self.time_mlp(t)
-            _, suffix_out, _ = self.backbone(None, self.action_in(x), cond, mask, cos, sin, past_kv=kv)
+            suffix, cond = self.suffix_embed(x, t)
+            _, suffix_out, _ = self.backbone(None, suffix, cond, mask, cos, sin, past_kv=kv)
             x = x + dt * self.action_out(suffix_out)
         return x
+
+    def backbone_layers(self) -> nn.ModuleList:
+        """The joint layers, whether or not the backbone is wrapped for recompute."""
+        backbone = self.backbone.module if hasattr(self.backbone, "module") else self.backbone
+        return backbone.layers
 
     def set_attention(self, kind: str):
         """Select the attention kernel for the joint layers (and eager/sdpa for the vision tower)."""

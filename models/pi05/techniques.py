@@ -2,21 +2,29 @@
 (attention kernel, FP8 linears, recompute, compile), in the manner of torchtitan's parallelize."""
 from __future__ import annotations
 
-import torch
 from torch import nn
 
+from ..fp8 import apply_fp8
 from ..recompute import apply_recompute
 from .model import Pi05Model
 from .options import Pi05Options
 
 # openpi's gradient checkpointing, nested: each image embedding (and each SigLIP layer inside it),
 # the text embedding, the time MLP, action in/out, the whole joint forward and each joint layer again.
-NESTED_FULL = ("vision", "vision.layers.*", "text_embed", "time_mlp", "action_in", "action_out",
-               "backbone", "backbone.layers.*")
+NESTED_FULL = ("vision", "vision.layers.*", "text_embed", "suffix_embed.time_mlp", "suffix_embed.action_in",
+               "action_out", "backbone", "backbone.layers.*")
+
+# Linears that run once per sample on the flow-time condition, not per token: B-row GEMMs gain nothing
+# from FP8, and the adaRMS scale/shift/gate modulate every expert layer, so they keep full precision.
+FP8_SKIP = ("suffix_embed.time_mlp.*", "backbone.layers.*.suffix.*.dense", "backbone.suffix_norm.dense")
 
 
 def apply_attention(model: Pi05Model, kind: str) -> None:
     model.set_attention(kind)
+
+
+def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
+    return apply_fp8(model, options.fp8_recipe, skip=FP8_SKIP) if options.linear == "fp8" else []
 
 
 def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
@@ -25,22 +33,40 @@ def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
     return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute)
 
 
-def apply_compile(model: Pi05Model, mode: str) -> None:
-    """`backbone`: one compile unit for the fixed-shape joint layers and final norms; the vision loop
-    and prefix assembly stay eager (their shapes and Python control flow vary with the cameras)."""
+def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> list[str]:
+    """Compile units, compiled in place (`nn.Module.compile`, names unchanged); returns their names.
+
+    backbone: one unit for the fixed-shape joint layers and final norms, fullgraph so that a graph
+      break is an error. The vision loop and prefix assembly stay eager (their shapes and Python
+      control flow follow the cameras in the batch).
+    per-layer: each joint layer its own unit (one graph, reused by every layer since the layers share
+      code and shapes), plus small units for the final norms, action-in + time MLP and action-out.
+      Backward then finishes each layer's gradients separately, which lets DDP all-reduce them while
+      the layers below still run backward.
+    """
     if mode == "none":
-        return
+        return []
     if mode == "backbone":
-        model.backbone = torch.compile(model.backbone, fullgraph=True)
-        return
-    raise ValueError(f"compile mode {mode!r} is not implemented yet")
+        units = {"backbone": model.backbone}
+    elif mode == "per-layer":
+        layers = model.backbone_layers()
+        backbone = model.backbone.module if hasattr(model.backbone, "module") else model.backbone
+        units = {f"backbone.layers.{i}": layer for i, layer in enumerate(layers)}
+        units.update({"backbone.prefix_norm": backbone.prefix_norm, "backbone.suffix_norm": backbone.suffix_norm,
+                      "suffix_embed": model.suffix_embed, "action_out": model.action_out})
+    else:
+        raise ValueError(f"unknown compile mode {mode!r}")
+    for module in units.values():
+        module.compile(backend=backend, fullgraph=True)
+    return list(units)
 
 
-def apply_options(model: Pi05Model, options: Pi05Options) -> Pi05Model:
+def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str = "inductor") -> Pi05Model:
     model.camera_slots = options.camera_slots
     apply_attention(model, options.attention)
-    apply_recompute_option(model, options.recompute)
-    apply_compile(model, options.compile)
+    model.fp8_linears = apply_linear(model, options)
+    model.recomputed = apply_recompute_option(model, options.recompute)
+    model.compile_units = apply_compile(model, options.compile, compile_backend)
     return model
 
 
