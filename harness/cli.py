@@ -23,16 +23,9 @@ def cmd_run(args) -> int:
     from .scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
-    if args.target:
-        if args.target not in TARGETS:
-            return _fail(f"--target: expected one of {', '.join(TARGETS)}, got {args.target!r}")
-        target = get_target(args.target)
-    else:
-        target = detect_target()
-        print(f"target: {target.name} (auto-detected; --target to choose)")
-    if target.name not in scenario.targets:
-        return _fail(f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
-                     f"got only {', '.join(scenario.targets)}")
+    target, error = _resolve_target(scenario, args.target)
+    if error:
+        return _fail(error)
     rungs = None
     if args.rungs:
         rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
@@ -40,8 +33,7 @@ def cmd_run(args) -> int:
         if unknown:
             return _fail(f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
                          f"got {', '.join(unknown)}")
-    out = args.out or Path("runs") / (f"{scenario.name}-{target.name}-"
-                                      f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json")
+    out = args.out or _default_out(scenario.name, target.name)
     result = run_scenario(scenario, target, out, ["vlabench", *sys.argv[1:]], rung_names=rungs,
                           append=args.append, rung_timeout_s=args.rung_timeout)
     print()
@@ -53,6 +45,50 @@ def cmd_run(args) -> int:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _resolve_target(scenario, name: str | None):
+    """The asked-for or detected target, checked against the scenario; returns (target, error)."""
+    if name:
+        if name not in TARGETS:
+            return None, f"--target: expected one of {', '.join(TARGETS)}, got {name!r}"
+        target = get_target(name)
+    else:
+        target = detect_target()
+        print(f"target: {target.name} (auto-detected; --target to choose)")
+    if target.name not in scenario.targets:
+        return None, (f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
+                      f"got only {', '.join(scenario.targets)}")
+    return target, None
+
+
+def cmd_recompute_sweep(args) -> int:
+    from .runner import run_scenario
+    from .scenario import load_scenario
+    from .sweep import default_rung, sweep_scenario, sweep_table
+
+    scenario = load_scenario(args.scenario)
+    target, error = _resolve_target(scenario, args.target)
+    if error:
+        return _fail(error)
+    rung = args.rung or default_rung(scenario)
+    if rung not in scenario.rung_names():
+        return _fail(f"--rung: expected a rung of {scenario.name} ({', '.join(scenario.rung_names())}), got {rung!r}")
+    overrides = {k: v for k, v in (("batch_size", args.batch_size), ("warmup_steps", args.warmup_steps),
+                                   ("timed_steps", args.timed_steps)) if v is not None}
+    sweep = sweep_scenario(scenario, rung, args.compile, overrides)
+    print(f"recompute sweep on the options of rung {rung!r}" + (f" with compile: {args.compile}" if args.compile else ""))
+    out = args.out or _default_out(sweep.name, target.name)
+    result = run_scenario(sweep, target, out, ["vlabench", *sys.argv[1:]], rung_timeout_s=args.rung_timeout,
+                          header_extra={"kind": "recompute-sweep", "sweep_base_rung": rung})
+    print()
+    print(sweep_table(result))
+    print(f"\nresult: {out}")
+    return EXIT_OK if all(r["status"] in ("ok", "unsupported") for r in result["rungs"]) else EXIT_FAILED
+
+
+def _default_out(name: str, target: str) -> Path:
+    return Path("runs") / f"{name}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"
 
 
 def cmd_show(args) -> int:
@@ -91,6 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rung-timeout", type=float, default=None, metavar="S",
                      help="record a rung as error if it runs longer than S seconds")
     run.set_defaults(func=cmd_run)
+
+    sweep = sub.add_parser("recompute-sweep", help="cost of recomputing each module group: ms per GiB saved")
+    sweep.add_argument("scenario", help="scenario YAML file")
+    sweep.add_argument("--target", help="target name; default: auto-detect")
+    sweep.add_argument("--rung", help="rung whose options are the base (default: the first pattern-recompute rung)")
+    sweep.add_argument("--compile", choices=("none", "backbone", "per-layer"),
+                       help="override the base's compile option (none avoids a compile per configuration)")
+    sweep.add_argument("--batch-size", type=int)
+    sweep.add_argument("--warmup-steps", type=int)
+    sweep.add_argument("--timed-steps", type=int)
+    sweep.add_argument("--out", type=Path, help="result JSON path")
+    sweep.add_argument("--rung-timeout", type=float, default=None, metavar="S")
+    sweep.set_defaults(func=cmd_recompute_sweep)
 
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")

@@ -55,7 +55,8 @@ def provenance(command: list[str]) -> dict:
 
     git_sha = _git("rev-parse", "HEAD")  # None outside a checkout or before the first commit
     # Result files land under results/ inside the checkout; they do not make the code dirty.
-    status = _git("status", "--porcelain", "--", ".", ":(exclude)results")
+    # Untracked files (carried wheels, scratch output) are not code that ran; modified tracked files are.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
     sha_from, dirty = "git", None if status is None else bool(status)
     if git_sha is None:
         dirty = None  # without a readable HEAD, `git status` says nothing about the code

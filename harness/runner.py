@@ -117,7 +117,7 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -
 def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, command: list[str],
                  rung_names: list[str] | None = None, append: bool = False,
                  progress: Callable[[str], None] = print, rung_timeout_s: float | None = None,
-                 env: dict | None = None) -> dict:
+                 env: dict | None = None, header_extra: dict | None = None) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`."""
     family = get_family(scenario.model)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
@@ -133,6 +133,7 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
                    "capabilities": sorted(caps)},
         "provenance": provenance(command),
         "workload": workload,
+        **(header_extra or {}),
     }
     kept = {}
     if append and Path(out_path).exists():

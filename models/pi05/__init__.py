@@ -40,6 +40,15 @@ class Pi05Family:
         return 2e-2, ("bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels round differently and "
                       "bf16 weights updated by AdamW drift apart over the warm-up and timed steps")
 
+    def recompute_groups(self) -> dict[str, tuple[str, ...]]:
+        """Module groups for `vlabench recompute-sweep` (LoongForge's cost table: ViT, MLP, attention)."""
+        return {
+            "vit-layers": ("vision.layers.*",),
+            "gemma-mlp": ("backbone.layers.*.prefix.mlp",),
+            "attention": ("backbone.layers.*.attention",),
+            "expert-mlp": ("backbone.layers.*.suffix.mlp",),
+        }
+
     def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype,
               seed: int) -> Pi05Model:
         with torch.device(device):

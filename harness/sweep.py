@@ -1,0 +1,84 @@
+"""`vlabench recompute-sweep`: what recomputing each module group costs in step time and saves in memory.
+
+Starting from one rung's options with recompute off, each candidate group (the family's
+`recompute_groups`) is recomputed alone; every configuration is a rung of its own process, so the
+usual result file, progress and failure handling apply. The cost table is ms of extra step time per
+GiB of peak memory saved, the figure LoongForge used to pick what to recompute.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from tabulate import tabulate
+
+from models import get_family
+
+from .scenario import Rung, Scenario
+
+BASE = "no-recompute"
+
+
+def default_rung(scenario: Scenario) -> str:
+    """The first rung that recomputes by pattern (the ladder's recompute choice), else the last rung."""
+    for rung in scenario.ladder:
+        if isinstance(rung.cumulative.get("recompute"), dict):
+            return rung.name
+    return scenario.ladder[-1].name
+
+
+def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
+                   workload_overrides: dict) -> Scenario:
+    """A scenario whose rungs are the base (no recompute) and one rung per recompute group."""
+    base = next(r for r in scenario.ladder if r.name == rung_name)
+    options = {**base.cumulative, "recompute": "none"}
+    if compile_mode:
+        options["compile"] = compile_mode
+    groups = get_family(scenario.model).recompute_groups()
+    rungs = [Rung(BASE, {"recompute": "none"}, options)]
+    for group, patterns in groups.items():
+        rec = {"patterns": list(patterns)}
+        rungs.append(Rung(f"recompute-{group}", {"recompute": rec}, {**options, "recompute": rec}))
+    targets = {name: {**overrides, **workload_overrides} for name, overrides in scenario.targets.items()}
+    return dataclasses.replace(scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs),
+                               targets=targets)
+
+
+def sweep_rows(result: dict) -> list[dict]:
+    """Extra step time and saved peak memory of each group against the no-recompute base."""
+    by_name = {r["name"]: r for r in result["rungs"]}
+    base = by_name.get(BASE)
+    rows = []
+    for r in result["rungs"]:
+        if r["name"] == BASE:
+            continue
+        row = {"group": r["name"].removeprefix("recompute-"), "patterns": r["options"]["recompute"]["patterns"],
+               "status": r["status"], "step_ms": None, "extra_ms": None, "peak_gib": None, "saved_gib": None,
+               "ms_per_gib": None}
+        if r["status"] == "ok":
+            row.update(step_ms=r["step_time_s"] * 1e3, peak_gib=r["peak_memory_gib"])
+            if base and base["status"] == "ok":
+                row["extra_ms"] = (r["step_time_s"] - base["step_time_s"]) * 1e3
+                row["saved_gib"] = base["peak_memory_gib"] - r["peak_memory_gib"]
+                if row["saved_gib"] > 0.05:  # below that the ratio is noise over nothing
+                    row["ms_per_gib"] = row["extra_ms"] / row["saved_gib"]
+        rows.append(row)
+    return rows
+
+
+def sweep_table(result: dict, fmt: str = "simple") -> str:
+    by_name = {r["name"]: r for r in result["rungs"]}
+    base = by_name.get(BASE, {})
+    w = result["workload"]
+
+    def f(v, spec):
+        return "-" if v is None else format(v, spec)
+
+    head = (f"{result['scenario']['name']} on {result['target']['name']}, {w['model_size']} model, batch "
+            f"{w['batch_size']}; base: {base.get('status', 'missing')}"
+            + (f", {base['step_time_s'] * 1e3:.0f} ms/step, peak {base['peak_memory_gib']:.1f} GiB"
+               if base.get("status") == "ok" else f" ({base.get('reason')})" if base else ""))
+    rows = [[r["group"], ", ".join(r["patterns"]), r["status"], f(r["step_ms"], ".0f"), f(r["extra_ms"], "+.0f"),
+             f(r["peak_gib"], ".1f"), f(r["saved_gib"], ".2f"), f(r["ms_per_gib"], ".1f")] for r in sweep_rows(result)]
+    return head + "\n" + tabulate(rows, headers=("group", "patterns", "status", "step ms", "extra ms", "peak GiB",
+                                                 "saved GiB", "ms per GiB saved"), tablefmt=fmt,
+                                  disable_numparse=True)
