@@ -21,8 +21,28 @@ LADDER_HEADERS = ("rung", "status", "samples/s (p10-p90)", "vs baseline", "vs pr
                   "MFU", "compile s", "loss parity", "note")
 
 
+def rung_notes(result: dict) -> dict[str, list[str]]:
+    """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
+    (measured) and the model family's analytic remarks."""
+    from models import get_family
+
+    family = get_family(result["workload"]["model"])
+    notes, prev = {}, None
+    for r in result["rungs"]:
+        n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
+        if r["status"] == "ok":
+            if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
+                n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")
+            n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"]) \
+                if hasattr(family, "rung_notes") else []
+            prev = r
+        notes[r["name"]] = n
+    return notes
+
+
 def ladder_rows(result: dict) -> list[list[str]]:
     rows = []
+    notes = rung_notes(result)
     for r in result["rungs"]:
         if r["status"] != "ok":
             rows.append([r["name"], r["status"], "", "", "", "", "", "", "", r.get("reason") or ""])
@@ -36,7 +56,7 @@ def ladder_rows(result: dict) -> list[list[str]]:
             _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
             _num(r.get("compile_s"), ".1f"),
             _parity(r.get("loss_parity")),
-            ", ".join(f"{k} {v}" for k, v in (r.get("substituted") or {}).items()),
+            "; ".join(notes[r["name"]]),
         ])
     return rows
 

@@ -165,7 +165,9 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
         else:
             rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env)
         rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
-               "wall_s": time.perf_counter() - started}
+               "wall_s": time.perf_counter() - started,
+               # which code measured this rung (a ladder split over calls merges rungs of several runs)
+               "measured": {k: header["provenance"][k] for k in ("git_sha", "dirty", "created_at")}}
         if substituted:
             rec["substituted"] = substituted
             progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")

@@ -43,6 +43,14 @@ def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
                                targets=targets)
 
 
+def step_noise_ms(a: dict, b: dict) -> float:
+    """Run-to-run noise of a step-time difference: the larger interquartile range of the two rungs' step
+    times (quartiles, not p10/p90: a sweep times few steps and one slow step must not swamp it)."""
+    from .timing import percentile
+
+    return max(percentile(r["step_times_s"], 75) - percentile(r["step_times_s"], 25) for r in (a, b)) * 1e3
+
+
 def sweep_rows(result: dict) -> list[dict]:
     """Extra step time and saved peak memory of each group against the no-recompute base."""
     by_name = {r["name"]: r for r in result["rungs"]}
@@ -59,7 +67,10 @@ def sweep_rows(result: dict) -> list[dict]:
             if base and base["status"] == "ok":
                 row["extra_ms"] = (r["step_time_s"] - base["step_time_s"]) * 1e3
                 row["saved_gib"] = base["peak_memory_gib"] - r["peak_memory_gib"]
-                if row["saved_gib"] > 0.05:  # below that the ratio is noise over nothing
+                row["noise_ms"] = step_noise_ms(base, r)
+                # A ratio of noise to (almost) nothing is not a cost: report it only when both the extra
+                # time is outside the step-time spread and some memory was saved.
+                if row["saved_gib"] > 0.05 and abs(row["extra_ms"]) > row["noise_ms"]:
                     row["ms_per_gib"] = row["extra_ms"] / row["saved_gib"]
         rows.append(row)
     return rows
@@ -78,7 +89,9 @@ def sweep_table(result: dict, fmt: str = "simple") -> str:
             + (f", {base['step_time_s'] * 1e3:.0f} ms/step, peak {base['peak_memory_gib']:.1f} GiB"
                if base.get("status") == "ok" else f" ({base.get('reason')})" if base else ""))
     rows = [[r["group"], ", ".join(r["patterns"]), r["status"], f(r["step_ms"], ".0f"), f(r["extra_ms"], "+.0f"),
-             f(r["peak_gib"], ".1f"), f(r["saved_gib"], ".2f"), f(r["ms_per_gib"], ".1f")] for r in sweep_rows(result)]
+             f(r["peak_gib"], ".1f"), f(r["saved_gib"], ".2f"),
+             f(r["ms_per_gib"], ".1f") if r["ms_per_gib"] is not None or r["status"] != "ok" else "within noise"]
+            for r in sweep_rows(result)]
     return head + "\n" + tabulate(rows, headers=("group", "patterns", "status", "step ms", "extra ms", "peak GiB",
                                                  "saved GiB", "ms per GiB saved"), tablefmt=fmt,
                                   disable_numparse=True)

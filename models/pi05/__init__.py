@@ -5,6 +5,7 @@ import torch
 
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Pi05Config
+from .flex import eager_attention_activation_bytes
 from .flops import forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
 from .options import Pi05Options, parse_options
@@ -39,6 +40,21 @@ class Pi05Family:
                           "per op and grow slowly over the optimizer steps")
         return 2e-2, ("bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels round differently and "
                       "bf16 weights updated by AdamW drift apart over the warm-up and timed steps")
+
+    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+        """Analytic remarks on what a rung changes, for tables (e.g. attention memory saved by flex)."""
+        notes = []
+        prev = parse_options(previous or {})
+        opts = parse_options(options)
+        if opts.attention == "flex" and prev.attention == "eager":
+            cfg = SIZES[workload["model_size"]]
+            slots = workload["cameras"] if opts.camera_slots == "auto" else opts.camera_slots
+            tokens = slots * cfg.vision.tokens + workload["text_tokens"] + workload["action_horizon"]
+            saved = eager_attention_activation_bytes(workload["batch_size"], cfg.llm.heads, tokens, tokens,
+                                                     2 if workload["dtype"] == "bf16" else 4,
+                                                     cfg.llm.head_dim, cfg.llm.kv_heads)
+            notes.append(f"eager attention keeps {saved / 2**30:.2f} GiB/layer more for backward (analytic)")
+        return notes
 
     def recompute_groups(self) -> dict[str, tuple[str, ...]]:
         """Module groups for `vlabench recompute-sweep` (LoongForge's cost table: ViT, MLP, attention)."""
