@@ -44,6 +44,12 @@ TARGETS: dict[str, Target] = {
         # Any other CUDA GPU: no peak (MFU left empty); fp8 is decided from the compute capability.
         Target("cuda", "cuda", None, None, None, "unknown CUDA GPU: no peak figure",
                None, frozenset({"flex-backward", "compile"})),
+        # Atlas 800T A2 (Ascend 910B). Huawei's published dense figure is for the original Ascend 910
+        # (256 TFLOP/s FP16, Hot Chips 2019); the 910B variants' figures we found are third-party and
+        # disagree (256-376), so no peak is set and MFU stays empty rather than resting on a guess.
+        Target("ascend-a2", "npu", "910B", None, None,
+               "Huawei publishes no per-variant 910B dense peak we could verify: MFU not computed",
+               None, frozenset({"compile"})),
         # Any Ascend NPU through torch_npu; capabilities are added once measured there.
         Target("npu", "npu", None, None, None, "unknown NPU: no peak figure", None, frozenset()),
     )
@@ -73,6 +79,14 @@ def _match_device_name(backend: str, device_name: str) -> Target:
         if target.backend == backend and target.device_match and target.device_match in device_name:
             return target
     return TARGETS[backend]
+
+
+# Allocator settings per backend, put into each rung process's environment (before torch starts):
+# expandable segments let the caching allocator grow blocks instead of fragmenting on a ladder whose
+# rungs change activation shapes.
+ALLOCATOR_ENV = {
+    "npu": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"},
+}
 
 
 def capabilities(target: Target) -> frozenset[str]:

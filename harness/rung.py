@@ -6,6 +6,7 @@ statistics and a crash stay inside the rung. Progress goes to stdout, the record
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -19,6 +20,10 @@ from .timing import mfu, summarize_steps
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 GIB = 1024 ** 3
+# TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
+# timed region), so tests can check that the gates catch a slowdown. The rung record says it was set;
+# never set it for a measurement.
+TEST_SLOWDOWN_ENV = "VLABENCH_TEST_SLOWDOWN"
 
 
 def log(msg: str) -> None:
@@ -32,6 +37,24 @@ def make_optimizer(model: torch.nn.Module, lr: float, backend: str) -> torch.opt
                              fused=backend == "cuda")
 
 
+def seed_step(seed: int, step: int) -> None:
+    """Random draws made inside a step (e.g. flow time sampled on the device) repeat across rungs."""
+    torch.manual_seed(seed * 100_003 + step)
+
+
+def wrap_ddp(model: torch.nn.Module, flags: dict, device) -> torch.nn.Module:
+    """DistributedDataParallel with the rung's flags. Without a launcher (torchrun sets the env) this is a
+    one-process group, which still runs DDP's bucketing, hooks and all-reduce calls."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    if not dist.is_initialized():
+        backend = {"cuda": "nccl", "npu": "hccl"}.get(device.torch_device.type, "gloo")
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]
+    return DistributedDataParallel(model, device_ids=device_ids, **flags)
+
+
 def train_step(family, model, optimizer, batch) -> torch.Tensor:
     loss = family.loss(model, batch)
     loss.backward()
@@ -39,6 +62,20 @@ def train_step(family, model, optimizer, batch) -> torch.Tensor:
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach()
+
+
+def configured_test_slowdown() -> float:
+    """The test-only slowdown fraction from the environment (0 when unset)."""
+    return float(os.environ.get(TEST_SLOWDOWN_ENV) or 0)
+
+
+def slow_down_for_test(device, started: float, fraction: float) -> None:
+    """TEST-ONLY: sleep `fraction` x the step's time so far (measured on the host after a device sync), inside
+    the timed region, so the slowdown is real for every timer (host clock or device events)."""
+    if fraction > 0:
+        device.synchronize()
+        time.sleep(fraction * (time.perf_counter() - started))
+        device.synchronize()
 
 
 def measure(spec: dict) -> dict:
@@ -52,6 +89,9 @@ def measure(spec: dict) -> dict:
 
     t0 = time.perf_counter()
     model = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    ddp = family.ddp_options(options) if hasattr(family, "ddp_options") else None
+    if ddp is not None:
+        model = wrap_ddp(model, ddp, device)
     optimizer = make_optimizer(model, workload["lr"], spec["backend"])
     batches = family.make_batches(workload["model_size"], workload, warmup + timed, device.torch_device,
                                   dtype, workload["seed"])
@@ -60,6 +100,7 @@ def measure(spec: dict) -> dict:
 
     first_step_s, t0 = None, time.perf_counter()
     for i in range(warmup):
+        seed_step(workload["seed"], i)
         ts = time.perf_counter()
         train_step(family, model, optimizer, batches[i])
         device.synchronize()
@@ -67,12 +108,16 @@ def measure(spec: dict) -> dict:
         log(f"warm-up {i + 1}/{warmup}: {time.perf_counter() - ts:.2f}s")
     warmup_s = time.perf_counter() - t0
 
+    slowdown = configured_test_slowdown()
     device.reset_peak_memory()
     step_times, losses = [], []
     for i in range(timed):
+        seed_step(workload["seed"], warmup + i)
         start, end = device.event(), device.event()
         start.record()
+        started = time.perf_counter()
         losses.append(train_step(family, model, optimizer, batches[warmup + i]))
+        slow_down_for_test(device, started, slowdown)
         end.record()
         device.synchronize()
         step = device.elapsed_s(start, end)
@@ -91,6 +136,7 @@ def measure(spec: dict) -> dict:
         "mfu": mfu(stats["samples_per_s"], flops, spec.get("peak_flops")),
         "warmup_s": warmup_s,
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
+        **({"test_slowdown": slowdown} if slowdown else {}),
     }
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 from models import get_family
 
 from .errors import InputError
-from .hardware import Target, capabilities, get_device
+from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
 from .results import ResultWriter, load_result, provenance
 from .scenario import Scenario
 
@@ -63,7 +63,7 @@ def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: flo
         spec_path.write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "harness.rung", str(spec_path), str(out_path)]
         tail = collections.deque(maxlen=40)
-        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        child_env = {**os.environ, **ALLOCATOR_ENV.get(spec["backend"], {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p)
@@ -101,7 +101,12 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -
     by_name = {r["name"]: r for r in rungs}
     base = by_name.get(scenario.ladder[0].name)
     base_ok = base is not None and base["status"] == "ok"
-    base_opts = family.parse_options(scenario.ladder[0].cumulative)
+    # Loss parity is judged against the scenario's parity baseline (default: the first rung), e.g. the
+    # first rung whose random draws inside the step are the same as the later rungs'.
+    parity_rung = next(r for r in scenario.ladder if r.name == (scenario.parity_baseline or scenario.ladder[0].name))
+    parity = by_name.get(parity_rung.name)
+    parity_ok = parity is not None and parity["status"] == "ok"
+    parity_opts = family.parse_options(parity_rung.cumulative)
     prev = None
     for rung in scenario.ladder:
         rec = by_name.get(rung.name)
@@ -109,8 +114,10 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -
             continue
         rec["speedup_vs_baseline"] = rec["samples_per_s"] / base["samples_per_s"] if base_ok else None
         rec["speedup_vs_previous"] = rec["samples_per_s"] / prev["samples_per_s"] if prev else None
-        tol, why = family.parity_tolerance(base_opts, family.parse_options(rung.cumulative), dtype)
-        rec["loss_parity"] = loss_parity(rec["losses"], base["losses"], tol, why) if base_ok else None
+        tol, why = family.parity_tolerance(parity_opts, family.parse_options(rung.cumulative), dtype)
+        rec["loss_parity"] = loss_parity(rec["losses"], parity["losses"], tol, why) if parity_ok else None
+        if rec["loss_parity"] is not None:
+            rec["loss_parity"]["against"] = parity_rung.name
         prev = rec
 
 

@@ -19,7 +19,7 @@ from models.family import OptionError
 from .errors import InputError, describe
 from .hardware import KNOWN_CAPABILITIES, TARGETS
 
-TOP_KEYS = ("name", "model", "source", "description", "workload", "ladder", "targets", "eval")
+TOP_KEYS = ("name", "model", "source", "description", "workload", "ladder", "targets", "eval", "parity_baseline")
 RUNG_KEYS = ("name", "options", "requires")
 RUNG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 DTYPES = ("bf16", "fp32")
@@ -77,6 +77,7 @@ class Scenario:
     # flex on a CPU), applied only to rungs that inherit the unsupported option, never to the rung
     # that introduces it; such rungs record what was substituted.
     substitutes: dict[str, dict] = dataclasses.field(default_factory=dict)
+    parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
 
     def workload_for(self, target_name: str) -> Workload:
         if target_name not in self.targets:
@@ -190,9 +191,13 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
         substitutes[target_name] = dict(substitute)
         targets[target_name] = _check_workload(c, overrides, key, family.sizes)
 
+    parity_baseline = data.get("parity_baseline")
+    if parity_baseline is not None and parity_baseline not in [r.name for r in ladder]:
+        c.fail("parity_baseline", "the name of a rung of the ladder", describe(parity_baseline))
+
     return Scenario(name=name, model=model, source=source, path=path, sha256=sha256, workload=workload,
                     ladder=ladder, targets=targets, description=description, eval=eval_,
-                    substitutes=substitutes)
+                    substitutes=substitutes, parity_baseline=parity_baseline)
 
 
 def _check_workload(c: _Checker, values: dict, prefix: str, sizes: tuple[str, ...]) -> dict:

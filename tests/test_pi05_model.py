@@ -130,6 +130,7 @@ def test_gradient_reaches_every_parameter_on_the_loss_path():
     assert no_grad == {"backbone.prefix_norm.weight"} | {last + n for n in (
         "q_proj.weight", "o_proj.weight", "post_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
         "mlp.down_proj.weight")}
+    assert set(model.parameters_off_the_loss_path()) == no_grad
 
 
 def test_sample_actions_shape_and_determinism():

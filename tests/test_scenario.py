@@ -84,7 +84,7 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 
 def test_unknown_top_level_key_lists_allowed(tmp_path):
     message = error_for(tmp_path, VALID + "ladders: []\n")
-    assert ": ladders: expected a known key (name, model, source, description, workload, ladder, targets, eval)" in message
+    assert ": ladders: expected a known key (name, model, source, description, workload, ladder, targets, eval, parity_baseline)" in message
     assert "got unknown key 'ladders'" in message
 
 

@@ -31,6 +31,11 @@ class Pi05Family:
         if options.linear == "fp8":
             return 5e-2, ("FP8 e4m3 operands keep 3 mantissa bits (~6% per element); per-tensor scaling and "
                           "fp32 accumulation average that down to a few percent on the loss")
+        if "distributions" in (baseline.time_sampling, options.time_sampling) and \
+                baseline.time_sampling != options.time_sampling:
+            return 5e-2, ("the flow time is drawn differently (torch.distributions' gamma-based sampler vs "
+                          "another draw of the same Beta(1.5, 1)): the losses differ by sampling noise "
+                          "(0.3-1.2% seen on random weights), so this is a sanity bound, not an exact check")
         changed = {k for k, v in options.as_dict().items() if baseline.as_dict()[k] != v}
         if dtype == "fp32":
             if changed <= {"camera_slots", "recompute"}:
@@ -72,13 +77,23 @@ class Pi05Family:
         init_weights(model, seed)
         model.to(dtype)
         model.default_horizon = workload["action_horizon"]
-        return apply_options(model, options, workload.get("compile_backend", "inductor")).train()
+        model = apply_options(model, options, workload.get("compile_backend", "inductor")).train()
+        if options.ddp is not None and not dict(options.ddp).get("find_unused_parameters", False):
+            # DDP that does not search for unused parameters must not hold any: freeze those the loss
+            # never reaches (they get no gradient either way, so the math is unchanged)
+            for name, p in model.named_parameters():
+                if name in set(model.parameters_off_the_loss_path()):
+                    p.requires_grad_(False)
+        return model
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
 
-    def loss(self, model: Pi05Model, batch: dict) -> torch.Tensor:
-        return model.loss(batch)
+    def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        return model(batch)  # through __call__, so that a DDP wrapper sees the forward
+
+    def ddp_options(self, options: Pi05Options) -> dict | None:
+        return None if options.ddp is None else dict(options.ddp)
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         return train_flops_per_sample(SIZES[size], workload["cameras"], workload["text_tokens"],

@@ -35,21 +35,29 @@ def sdpa_attention(q, k, v, additive_mask, scale: float) -> torch.Tensor:
                                           enable_gqa=k.shape[1] != q.shape[1])
 
 
+# fused: the vendor's fused kernel, npu_fusion_attention on an NPU and SDPA (flash or memory-efficient)
+# elsewhere; sdpa: SDPA everywhere; flex: FlexAttention with a BlockMask.
+KINDS = ("eager", "sdpa", "flex", "fused")
+
+
 class JointAttention(nn.Module):
     """softmax(QK^T / sqrt(d) + mask) V over the concatenated streams. Holds no parameters, so a
     recompute pattern (`backbone.layers.*.attention`) can target the attention core alone."""
 
     def __init__(self, kind: str = "eager", scale: float = 1.0):
         super().__init__()
-        if kind not in ("eager", "sdpa", "flex"):
+        if kind not in KINDS:
             raise ValueError(f"unknown attention kind {kind!r}")
         self.kind, self.scale = kind, scale
 
     def forward(self, q, k, v, mask):
         if self.kind == "eager":
             return eager_attention(q, k, v, mask, self.scale)
-        if self.kind == "sdpa":
+        if self.kind == "sdpa" or (self.kind == "fused" and q.device.type != "npu"):
             return sdpa_attention(q, k, v, mask, self.scale)
+        if self.kind == "fused":
+            from ..npu import fusion_attention
+            return fusion_attention(q, k, v, mask, self.scale)
         from .flex import flex_joint_attention  # imported lazily: flex needs a recent torch
         return flex_joint_attention(q, k, v, mask, self.scale)
 
@@ -66,7 +74,9 @@ def bool_mask(pad_q, cum_q, pad_k, cum_k) -> torch.Tensor:
 
 def prepare_mask(kind: str, pad_q, cum_q, pad_k, cum_k, dtype: torch.dtype):
     """The mask object an attention kind consumes, built once per step and shared by all layers."""
-    if kind in ("eager", "sdpa"):
+    if kind == "fused" and pad_q.device.type == "npu":
+        return ~bool_mask(pad_q, cum_q, pad_k, cum_k)[:, None]  # npu_fusion_attention: True = masked
+    if kind in ("eager", "sdpa", "fused"):
         allowed = bool_mask(pad_q, cum_q, pad_k, cum_k)
         zero = torch.zeros((), dtype=dtype, device=allowed.device)
         neg = torch.full((), MASKED_VALUE, dtype=dtype, device=allowed.device)

@@ -113,12 +113,14 @@ def gated_residual(x, y, gate):
 class GemmaMLP(nn.Module):
     def __init__(self, cfg: GemmaConfig):
         super().__init__()
+        self.gate_up = None  # set by the fused-gate-up switch (techniques.fuse_gate_up): returns (gate, up)
         self.gate_proj = nn.Linear(cfg.width, cfg.mlp, bias=False)
         self.up_proj = nn.Linear(cfg.width, cfg.mlp, bias=False)
         self.down_proj = nn.Linear(cfg.mlp, cfg.width, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
+        return self.down_proj(F.gelu(gate, approximate="tanh") * up)
 
 
 class GemmaBlock(nn.Module):
@@ -127,6 +129,7 @@ class GemmaBlock(nn.Module):
     def __init__(self, cfg: GemmaConfig, cond_dim: int | None):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = cfg.heads, cfg.kv_heads, cfg.head_dim
+        self.qkv_proj = None  # set by the fused-qkv switch (techniques.fuse_qkv): splits into Q, K, V
         self.input_norm = RMSNorm(cfg.width, cfg.eps, cond_dim)
         self.q_proj = nn.Linear(cfg.width, cfg.heads * cfg.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.width, cfg.kv_heads * cfg.head_dim, bias=False)
@@ -139,9 +142,10 @@ class GemmaBlock(nn.Module):
         """Normalise and project: q [B, H, T, D], k and v [B, Hkv, T, D], plus the residual gate."""
         h, gate = self.input_norm(x, cond)
         b, t, _ = x.shape
-        q = self.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.qkv_proj(h) if self.qkv_proj is not None else (self.q_proj(h), self.k_proj(h), self.v_proj(h))
+        q = q.view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         return q, k, v, gate
 
     def finish(self, x, attn_out, attn_gate, cond):
@@ -335,14 +339,45 @@ class Pi05Model(nn.Module):
         _, suffix_out, _ = self.backbone(prefix, suffix, cond, mask, cos, sin)
         return self.action_out(suffix_out)
 
+    # Where the flow time comes from: "harness" (drawn with the batch from the seed), or drawn inside the
+    # step: "distributions" (torch.distributions.Beta, LeRobot's generic path) or "fast" (u ** (1/1.5)).
+    time_sampling = "harness"
+
+    def flow_time(self, batch):
+        if self.time_sampling == "harness":
+            return batch["time"]
+        n, device = batch["actions"].shape[0], batch["actions"].device
+        if self.time_sampling == "distributions":
+            beta = torch.distributions.Beta(torch.tensor(1.5, device=device), torch.tensor(1.0, device=device))
+            t = beta.sample((n,))
+        else:  # Beta(a, 1) has CDF x**a, so its inverse CDF turns one uniform draw into one sample
+            t = torch.rand(n, device=device) ** (1.0 / 1.5)
+        return t * 0.999 + 0.001
+
     def loss(self, batch):
         """Flow matching: x_t = t*noise + (1-t)*actions, target u = noise - actions, MSE to the velocity."""
-        actions, noise, t = batch["actions"], batch["noise"], batch["time"]
+        actions, noise, t = batch["actions"], batch["noise"], self.flow_time(batch)
         tt = t[:, None, None].to(actions.dtype)
         x_t = tt * noise + (1 - tt) * actions
         u = noise - actions
         v = self.velocity(batch, x_t, t)
         return F.mse_loss(v.float(), u.float())
+
+    def forward(self, batch):
+        """The training loss: forward is the loss so that a DDP wrapper (which hooks forward) sees it."""
+        return self.loss(batch)
+
+    def parameters_off_the_loss_path(self) -> list[str]:
+        """Parameters the action loss never reaches: the actions read the prefix only through keys and
+        values, so the last layer's prefix query, output projection, post-norm and MLP and the prefix's
+        final norm only shape inference outputs (the reference computes them in training all the same).
+        DDP without find_unused_parameters needs them frozen."""
+        last = unwrapped(self.backbone_layers()[-1]).prefix
+        dead = [last.o_proj, last.post_norm, last.mlp, last.q_proj if last.qkv_proj is None else None]
+        names = {id(p): n for n, p in self.named_parameters()}
+        backbone = unwrapped(self.backbone)
+        params = [p for m in dead if m is not None for p in m.parameters()] + list(backbone.prefix_norm.parameters())
+        return [names[id(p)] for p in params]
 
     default_horizon = 50
 
@@ -378,8 +413,7 @@ class Pi05Model(nn.Module):
 
     def backbone_layers(self) -> nn.ModuleList:
         """The joint layers, whether or not the backbone is wrapped for recompute."""
-        backbone = self.backbone.module if hasattr(self.backbone, "module") else self.backbone
-        return backbone.layers
+        return unwrapped(self.backbone).layers
 
     def set_attention(self, kind: str):
         """Select the attention kernel for the joint layers (and eager/sdpa for the vision tower)."""
@@ -388,6 +422,11 @@ class Pi05Model(nn.Module):
             layer.attention.kind = kind
         for layer in self.vision.layers:
             layer.attn.kind = "eager" if kind == "eager" else "sdpa"
+
+
+def unwrapped(module: nn.Module) -> nn.Module:
+    """The module inside a wrapper that holds it as `.module` (recompute, DDP), else the module itself."""
+    return getattr(module, "module", module)
 
 
 def init_weights(model: nn.Module, seed: int, std: float = 0.02):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from torch import nn
 
 from ..fp8 import apply_fp8
+from ..fused import fuse_linears
+from ..npu import NpuGateUp
 from ..recompute import apply_recompute
-from .model import Pi05Model
+from .model import GemmaBlock, GemmaMLP, Pi05Model, unwrapped
 from .options import Pi05Options
 
 # openpi's gradient checkpointing, nested: each image embedding (and each SigLIP layer inside it),
@@ -25,6 +27,25 @@ FP8_SKIP_EAGER_VISION = ("vision.layers.*.attn.*", "vision.layers.*.mlp.*", "vis
 
 def apply_attention(model: Pi05Model, kind: str) -> None:
     model.set_attention(kind)
+
+
+def fuse_qkv(model: Pi05Model) -> None:
+    """Q, K and V of every Gemma block (both streams) as one Linear, split after the GEMM."""
+    for block in model.modules():
+        if isinstance(block, GemmaBlock):
+            block.qkv_proj = fuse_linears(block, ["q_proj", "k_proj", "v_proj"], "qkv_proj")
+
+
+def fuse_gate_up(model: Pi05Model) -> None:
+    """Gate and up projections of every Gemma MLP as one GEMM: npu_grouped_matmul (hand-written backward)
+    on an NPU, one concatenated Linear elsewhere."""
+    for mlp in model.modules():
+        if isinstance(mlp, GemmaMLP):
+            if mlp.gate_proj.weight.device.type == "npu":
+                mlp.gate_up = NpuGateUp(mlp.gate_proj, mlp.up_proj)
+                del mlp.gate_proj, mlp.up_proj  # now held by the NpuGateUp module (mlp.gate_up.*)
+            else:
+                mlp.gate_up = fuse_linears(mlp, ["gate_proj", "up_proj"], "gate_up")
 
 
 def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
@@ -56,7 +77,7 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> lis
         units = {"backbone": model.backbone}
     elif mode == "per-layer":
         layers = model.backbone_layers()
-        backbone = model.backbone.module if hasattr(model.backbone, "module") else model.backbone
+        backbone = unwrapped(model.backbone)
         units = {f"backbone.layers.{i}": layer for i, layer in enumerate(layers)}
         units.update({"backbone.prefix_norm": backbone.prefix_norm, "backbone.suffix_norm": backbone.suffix_norm,
                       "suffix_embed": model.suffix_embed, "action_out": model.action_out})
@@ -69,7 +90,12 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> lis
 
 def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str = "inductor") -> Pi05Model:
     model.camera_slots = options.camera_slots
+    model.time_sampling = options.time_sampling
     apply_attention(model, options.attention)
+    if options.fused_qkv:
+        fuse_qkv(model)
+    if options.fused_gate_up:
+        fuse_gate_up(model)
     model.fp8_linears = apply_linear(model, options)
     model.recomputed = apply_recompute_option(model, options.recompute)
     model.compile_units = apply_compile(model, options.compile, compile_backend)
