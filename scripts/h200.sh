@@ -2,6 +2,7 @@
 # One device call's worth of H200 measurements: `scripts/h200.sh PART`, logs and results under $OUT.
 #   ladder-a: community .. compile-backbone   ladder-b: flex-attention, recompute-vit-only
 #   ladder-c: compile-per-layer, fp8 and the recompute sweep
+#   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 # The ladder is split because each compile rung compiles the full model (~2.5 min) and one call may
 # run 10 minutes; --append merges the parts into one result file.
 set -uo pipefail
@@ -26,6 +27,9 @@ case $part in
               --warmup-steps 3 --timed-steps 8 --rung-timeout 200 \
               --out results/h200/pi05-loongforge-recompute-sweep.json 2>&1 | tee "$out/sweep.log"
             cp results/h200/pi05-loongforge-recompute-sweep.json "$out/" ;;
+  ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \
+              --rung-timeout 150 2>&1 | tee "$out/ascend.log"
+            cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
 cp $ladder "$out/"
