@@ -1,0 +1,36 @@
+"""Small statistics shared by evaluation results and gates (standard library only)."""
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided Wilson score interval for a binomial success rate.
+
+    Preferred over the normal (Wald) interval because success rates near 0 or 1 with few trials are the
+    common case in LIBERO (e.g. 49/50): Wald collapses to a zero-width interval there, Wilson does not.
+    With no trials nothing is known, so the interval is the whole [0, 1].
+    """
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if trials == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    # Exact ends where the formula's float dust would leave 1e-17 or 0.9999999999999999.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
+
+
+def rate_summary(successes: int, trials: int, confidence: float = 0.95) -> dict:
+    """{"successes", "trials", "rate", "wilson_low", "wilson_high"}: the success-rate entry of result files."""
+    low, high = wilson_interval(successes, trials, confidence)
+    return {"successes": successes, "trials": trials, "rate": successes / trials if trials else None,
+            "wilson_low": low, "wilson_high": high}

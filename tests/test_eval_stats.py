@@ -1,0 +1,28 @@
+"""Wilson intervals and success-rate entries (the numbers gates compare)."""
+import pytest
+
+from harness.stats import rate_summary, wilson_interval
+
+
+@pytest.mark.parametrize("k, n, low, high", [(5, 10, 0.2366, 0.7634), (0, 10, 0.0, 0.2775), (49, 50, 0.8950, 0.9965),
+                                             (10, 10, 0.7225, 1.0)])
+def test_wilson_interval_matches_published_values(k, n, low, high):
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
+
+
+def test_wilson_edges_and_errors():
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
+    narrow, wide = wilson_interval(25, 50, 0.8), wilson_interval(25, 50, 0.99)
+    assert wide[0] < narrow[0] < 0.5 < narrow[1] < wide[1]
+    for bad in ((6, 5), (-1, 5)):
+        with pytest.raises(ValueError):
+            wilson_interval(*bad)
+
+
+def test_rate_summary_entry():
+    entry = rate_summary(3, 4)
+    assert entry["successes"] == 3 and entry["trials"] == 4 and entry["rate"] == 0.75
+    assert entry["wilson_low"] < 0.75 < entry["wilson_high"]
+    assert rate_summary(0, 0)["rate"] is None
