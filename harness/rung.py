@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -15,6 +16,7 @@ import torch
 
 from models import get_family
 
+from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
 from .hardware import get_device
 from .timing import mfu, summarize_steps
 
@@ -27,7 +29,8 @@ TEST_SLOWDOWN_ENV = "VLABENCH_TEST_SLOWDOWN"
 
 
 def log(msg: str) -> None:
-    print(msg, flush=True)
+    if context_from_env().rank == 0:  # under torchrun, one voice for the progress output
+        print(msg, flush=True)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, backend: str) -> torch.optim.Optimizer:
@@ -42,17 +45,31 @@ def seed_step(seed: int, step: int) -> None:
     torch.manual_seed(seed * 100_003 + step)
 
 
+COMM_HOOKS = ("bf16_compress", "fp16_compress")
+
+
 def wrap_ddp(model: torch.nn.Module, flags: dict, device) -> torch.nn.Module:
-    """DistributedDataParallel with the rung's flags. Without a launcher (torchrun sets the env) this is a
-    one-process group, which still runs DDP's bucketing, hooks and all-reduce calls."""
+    """DistributedDataParallel with the rung's flags (plus `comm_hook`: bf16_compress | fp16_compress).
+    Without a launcher (torchrun sets the env) this is a one-process group, which still runs DDP's
+    bucketing, hooks and all-reduce calls."""
     import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
 
     if not dist.is_initialized():
-        backend = {"cuda": "nccl", "npu": "hccl"}.get(device.torch_device.type, "gloo")
+        backend = PROCESS_GROUP_BACKEND[device.torch_device.type]
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    flags = dict(flags)
+    hook = flags.pop("comm_hook", None)
     device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]
-    return DistributedDataParallel(model, device_ids=device_ids, **flags)
+    if len(getattr(model, "compile_units", ())) > 1:
+        # Several compile units already give DDP one graph per layer to overlap with; DDPOptimizer would
+        # split those graphs again at bucket boundaries (LoongForge: it must be off with nested compile).
+        torch._dynamo.config.optimize_ddp = False
+    ddp = DistributedDataParallel(model, device_ids=device_ids, **flags)
+    if hook:
+        ddp.register_comm_hook(None, getattr(default_hooks, f"{hook}_hook"))
+    return ddp
 
 
 def train_step(family, model, optimizer, batch) -> torch.Tensor:
@@ -78,23 +95,40 @@ def slow_down_for_test(device, started: float, fraction: float) -> None:
         device.synchronize()
 
 
-def measure(spec: dict) -> dict:
-    """Run warm-up and timed steps; returns the measured fields of the rung record."""
+def build(spec: dict, steps: int):
+    """The rung's family, model (with its options applied), optimizer, `steps` batches and device; shared by
+    measure() and the pytest-benchmark module (benchmarks/)."""
     family = get_family(spec["model"])
     workload = spec["workload"]
-    device = get_device(spec["backend"])
+    ctx = context_from_env()
+    device = get_device(spec["backend"], index=ctx.local_rank if ctx.distributed and spec["backend"] != "cpu" else None)
+    if ctx.distributed:
+        init_process_group(ctx, spec["backend"])
     dtype = DTYPES[workload["dtype"]]
     options = family.parse_options(spec["options"])
+    model = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    ddp = family.ddp_options(options) if hasattr(family, "ddp_options") else None
+    if ddp is None and ctx.distributed:
+        ddp = {}  # several processes always train data-parallel; DDP's defaults unless the rung says more
+    if ddp is not None:
+        if not ddp.get("find_unused_parameters") and hasattr(family, "freeze_parameters_off_the_loss_path"):
+            family.freeze_parameters_off_the_loss_path(model)
+        model = wrap_ddp(model, ddp, device)
+    optimizer = make_optimizer(model, workload["lr"], spec["backend"])
+    # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
+    global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
+    batches = [shard(b, ctx) for b in family.make_batches(workload["model_size"], global_workload, steps,
+                                                          device.torch_device, dtype, workload["seed"])]
+    return family, model, optimizer, batches, device
+
+
+def measure(spec: dict) -> dict:
+    """Run warm-up and timed steps; returns the measured fields of the rung record."""
+    workload = spec["workload"]
     warmup, timed, batch_size = workload["warmup_steps"], workload["timed_steps"], workload["batch_size"]
 
     t0 = time.perf_counter()
-    model = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
-    ddp = family.ddp_options(options) if hasattr(family, "ddp_options") else None
-    if ddp is not None:
-        model = wrap_ddp(model, ddp, device)
-    optimizer = make_optimizer(model, workload["lr"], spec["backend"])
-    batches = family.make_batches(workload["model_size"], workload, warmup + timed, device.torch_device,
-                                  dtype, workload["seed"])
+    family, model, optimizer, batches, device = build(spec, warmup + timed)
     device.synchronize()
     log(f"built in {time.perf_counter() - t0:.1f}s; warm-up {warmup} steps")
 
@@ -124,16 +158,45 @@ def measure(spec: dict) -> dict:
         step_times.append(step)
         log(f"step {i + 1}/{timed}: {step:.3f}s loss {losses[-1].item():.5f}")
     peak = device.peak_memory_bytes()
+    ctx = context_from_env()
+    distributed = {}
+    if ctx.distributed:
+        # Exposed communication: the same steps with DDP's gradient all-reduce switched off (no_sync),
+        # in this process on this batch; what the all-reduce adds to the step is what overlap left exposed.
+        nosync = []
+        for i in range(min(timed, 5)):
+            start, end = device.event(), device.event()
+            start.record()
+            with model.no_sync():
+                train_step(family, model, optimizer, batches[warmup + i])
+            end.record()
+            device.synchronize()
+            nosync.append(device.elapsed_s(start, end))
+        ranks = gather({"step_times_s": step_times, "losses": [float(x) for x in losses], "peak": peak,
+                        "nosync_s": nosync}, ctx)
+        # a data-parallel step ends when its slowest rank ends; the global loss is the mean over shards
+        step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
+        losses = [sum(r["losses"][i] for r in ranks) / len(ranks) for i in range(timed)]
+        peak = None if peak is None else max(r["peak"] for r in ranks)
+        nosync_s = statistics.median(max(r["nosync_s"][i] for r in ranks) for i in range(len(nosync)))
+        distributed = {
+            "world_size": ctx.world_size,
+            "per_rank_step_times_s": [r["step_times_s"] for r in ranks],
+            "nosync_step_time_s": nosync_s,
+            "exposed_comm_s": statistics.median(step_times) - nosync_s,
+        }
 
-    stats = summarize_steps(step_times, batch_size)
+    stats = summarize_steps(step_times, batch_size * ctx.world_size)
     flops = family.flops_per_sample(workload["model_size"], workload)
     return {
         **stats,
+        **distributed,
+        "samples_per_s_per_device": stats["samples_per_s"] / ctx.world_size,
         "step_times_s": step_times,
         "losses": [float(x) for x in losses],
         "peak_memory_gib": None if peak is None else peak / GIB,
         "peak_memory_kind": "process peak RSS" if spec["backend"] == "cpu" else "peak allocated by torch",
-        "mfu": mfu(stats["samples_per_s"], flops, spec.get("peak_flops")),
+        "mfu": mfu(stats["samples_per_s"] / ctx.world_size, flops, spec.get("peak_flops")),
         "warmup_s": warmup_s,
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
         **({"test_slowdown": slowdown} if slowdown else {}),
@@ -157,8 +220,12 @@ def main(argv: list[str]) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
     record = run(spec)
-    with open(out_path, "w") as f:
-        json.dump(record, f)
+    import torch.distributed as dist
+    if dist.is_initialized():  # a DDP rung's process group: close it cleanly before the process ends
+        dist.destroy_process_group()
+    if context_from_env().rank == 0:  # rank 0 holds what every rank measured
+        with open(out_path, "w") as f:
+            json.dump(record, f)
     return 0
 
 

@@ -55,13 +55,26 @@ def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
     return swapped, changed
 
 
+def rung_command(spec_path: Path, out_path: Path, nproc: int = 1, torchrun_args: list[str] | None = None) -> list[str]:
+    """The rung process: plain Python, or torchrun with `nproc` processes per node (multi-node flags such
+    as --nnodes/--node_rank/--rdzv_endpoint pass through; without them the run is single-node standalone)."""
+    rung = ["-m", "harness.rung", str(spec_path), str(out_path)]
+    if nproc <= 1 and not torchrun_args:
+        return [sys.executable, *rung]
+    extra = list(torchrun_args or [])
+    if not any(a.startswith(("--nnodes", "--rdzv", "--master", "--node")) for a in extra):
+        extra.insert(0, "--standalone")
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", *extra, *rung]
+
+
 def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: float | None,
-                     env: dict | None = None) -> dict:
-    """Run one rung in a fresh Python process; a crash becomes an `error` record with the output tail."""
+                     env: dict | None = None, nproc: int = 1, torchrun_args: list[str] | None = None) -> dict:
+    """Run one rung in a fresh Python process (or torchrun's process group); a crash becomes an `error`
+    record with the output tail."""
     with tempfile.TemporaryDirectory(prefix="vlabench-rung-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "rung.json")
         spec_path.write_text(json.dumps(spec))
-        cmd = [sys.executable, "-m", "harness.rung", str(spec_path), str(out_path)]
+        cmd = rung_command(spec_path, out_path, nproc, torchrun_args)
         tail = collections.deque(maxlen=40)
         child_env = {**os.environ, **ALLOCATOR_ENV.get(spec["backend"], {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
@@ -124,7 +137,8 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -
 def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, command: list[str],
                  rung_names: list[str] | None = None, append: bool = False,
                  progress: Callable[[str], None] = print, rung_timeout_s: float | None = None,
-                 env: dict | None = None, header_extra: dict | None = None) -> dict:
+                 env: dict | None = None, header_extra: dict | None = None, nproc: int = 1,
+                 torchrun_args: list[str] | None = None) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`."""
     family = get_family(scenario.model)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
@@ -140,6 +154,8 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
                    "capabilities": sorted(caps)},
         "provenance": provenance(command),
         "workload": workload,
+        # processes per rung (torchrun); workload.batch_size is per process, the global batch is the product
+        "nproc": nproc, "torchrun_args": list(torchrun_args or []),
         **(header_extra or {}),
     }
     kept = {}
@@ -170,7 +186,8 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
         if reason:
             rec = {"status": "unsupported", "reason": reason}
         else:
-            rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env)
+            rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env,
+                                   nproc, torchrun_args)
         rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
                "wall_s": time.perf_counter() - started,
                # which code measured this rung (a ladder split over calls merges rungs of several runs)

@@ -24,7 +24,11 @@ def build(options: dict):
     opts = parse_options({**options, "time_sampling": "harness"})
     model = FAMILY.build("tiny", opts, WORKLOAD, "cpu", torch.float32, seed=0)
     ddp = FAMILY.ddp_options(opts)
-    return wrap_ddp(model, ddp, SimpleNamespace(torch_device=torch.device("cpu"))) if ddp is not None else model
+    if ddp is None:
+        return model
+    if not ddp.get("find_unused_parameters"):
+        FAMILY.freeze_parameters_off_the_loss_path(model)
+    return wrap_ddp(model, ddp, SimpleNamespace(torch_device=torch.device("cpu")))
 
 
 def loss_and_grads(model, batch):

@@ -77,14 +77,16 @@ class Pi05Family:
         init_weights(model, seed)
         model.to(dtype)
         model.default_horizon = workload["action_horizon"]
-        model = apply_options(model, options, workload.get("compile_backend", "inductor")).train()
-        if options.ddp is not None and not dict(options.ddp).get("find_unused_parameters", False):
-            # DDP that does not search for unused parameters must not hold any: freeze those the loss
-            # never reaches (they get no gradient either way, so the math is unchanged)
-            for name, p in model.named_parameters():
-                if name in set(model.parameters_off_the_loss_path()):
-                    p.requires_grad_(False)
-        return model
+        return apply_options(model, options, workload.get("compile_backend", "inductor")).train()
+
+    def freeze_parameters_off_the_loss_path(self, model: Pi05Model) -> list[str]:
+        """DDP that does not search for unused parameters must not hold any: freeze those the loss never
+        reaches (they get no gradient either way, so the math is unchanged)."""
+        dead = set(model.parameters_off_the_loss_path())
+        for name, p in model.named_parameters():
+            if name in dead:
+                p.requires_grad_(False)
+        return sorted(dead)
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)

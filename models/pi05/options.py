@@ -7,7 +7,8 @@ from ..family import OptionError
 
 ATTENTION = ("eager", "sdpa", "flex", "fused")
 TIME_SAMPLING = ("harness", "distributions", "fast")
-DDP_KEYS = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "bucket_cap_mb")
+DDP_KEYS = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "bucket_cap_mb", "comm_hook")
+COMM_HOOKS = ("bf16_compress", "fp16_compress")
 COMPILE = ("none", "backbone", "per-layer")
 LINEAR = ("bf16", "fp8")
 FP8_RECIPES = ("tensorwise", "rowwise")
@@ -77,6 +78,10 @@ def parse_options(options: dict) -> Pi05Options:
         for key, value in ddp.items():
             if key not in DDP_KEYS:
                 raise OptionError(f"ddp.{key}", "one of " + ", ".join(DDP_KEYS), "unknown flag")
+            if key == "comm_hook":
+                if value not in COMM_HOOKS:
+                    raise OptionError("ddp.comm_hook", "one of " + ", ".join(COMM_HOOKS), value)
+                continue
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
                 if key == "bucket_cap_mb" else isinstance(value, bool)
             if not ok:

@@ -1,0 +1,87 @@
+"""Data-parallel rungs: two gloo processes on the CPU train exactly like one process on the global batch."""
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from harness.hardware import get_target
+from harness.rung import build
+from harness.runner import rung_command, run_scenario
+from harness.scenario import load_scenario
+
+WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 16, "action_horizon": 4, "warmup_steps": 1,
+            "timed_steps": 2, "seed": 0, "dtype": "fp32", "lr": 1e-3, "model_size": "tiny"}
+SPEC = {"model": "pi05", "backend": "cpu", "workload": WORKLOAD, "peak_flops": None,
+        "options": {"camera_slots": "auto", "recompute": "none"}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_step(spec):
+    family, model, _, batches, _ = build(spec, 1)
+    loss = family.loss(model, batches[0])
+    loss.backward()
+    grads = {n.removeprefix("module."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+def rank_main(rank, world, port, out):
+    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    import torch.distributed as dist
+    loss, grads = one_step(SPEC)
+    losses = [None] * world
+    dist.all_gather_object(losses, float(loss))
+    if rank == 0:
+        torch.save({"losses": losses, "grads": grads}, out)
+    dist.destroy_process_group()
+
+
+def test_two_processes_equal_one_process_on_the_global_batch(tmp_path):
+    out = tmp_path / "ddp.pt"
+    mp.spawn(rank_main, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    ddp = torch.load(out)
+    # one process, the same global batch (2 x the per-process batch), the same parameters frozen
+    single = {**SPEC, "workload": {**WORKLOAD, "batch_size": 4}, "options": {**SPEC["options"], "ddp": {}}}
+    loss, grads = one_step(single)
+    assert sum(ddp["losses"]) / 2 == pytest.approx(float(loss), rel=1e-5)
+    assert ddp["grads"].keys() == grads.keys() and grads
+    for name, g in grads.items():  # DDP averages the ranks' gradients
+        assert torch.allclose(ddp["grads"][name], g, rtol=1e-4, atol=1e-6), name
+
+
+def test_torchrun_command():
+    assert rung_command("s", "o")[1:] == ["-m", "harness.rung", "s", "o"]
+    cmd = rung_command("s", "o", 4)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--nproc_per_node=4", "--standalone"]
+    multi = rung_command("s", "o", 8, ["--nnodes", "2", "--node_rank", "1", "--rdzv_endpoint", "h:29500"])
+    assert "--standalone" not in multi and multi[-4:] == ["-m", "harness.rung", "s", "o"]
+
+
+@pytest.mark.slow
+def test_run_with_two_processes_reports_global_and_per_device_rates(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("""
+name: ddp-test
+model: pi05
+workload: {batch_size: 1, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 1, timed_steps: 3,
+           seed: 0, dtype: fp32}
+ladder:
+  - {name: community, options: {camera_slots: auto, recompute: none}}
+targets:
+  cpu: {model_size: tiny}
+""")
+    result = run_scenario(load_scenario(path), get_target("cpu"), tmp_path / "r.json", ["test"], nproc=2,
+                          progress=lambda _: None)
+    rung = result["rungs"][0]
+    assert rung["status"] == "ok", rung.get("reason")
+    assert rung["world_size"] == 2 and len(rung["per_rank_step_times_s"]) == 2
+    assert rung["samples_per_s_per_device"] == pytest.approx(rung["samples_per_s"] / 2)
+    assert rung["nosync_step_time_s"] > 0 and "exposed_comm_s" in rung
+    assert result["nproc"] == 2
