@@ -3,6 +3,7 @@
 #   ladder-a: community .. compile-backbone   ladder-b: flex-attention, recompute-vit-only
 #   ladder-c: compile-per-layer, fp8 and the recompute sweep
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
+#   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
 # The ladder is split because each compile rung compiles the full model (~2.5 min) and one call may
 # run 10 minutes; --append merges the parts into one result file.
 set -uo pipefail
@@ -30,6 +31,13 @@ case $part in
   ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \
               --rung-timeout 150 2>&1 | tee "$out/ascend.log"
             cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;
+  ddp)      # needs a machine of several GPUs (kind nvidia-h200-x2 or larger): the two compile rungs
+            # data-parallel over every GPU, for exposed all-reduce time per compile layout
+            n=$(nvidia-smi -L | wc -l)
+            vlabench run scenarios/pi05-loongforge.yaml --target h200 --nproc "$n" \
+              --rungs community,prune-empty-cameras,compile-backbone,flex-attention,recompute-vit-only,compile-per-layer \
+              --out "results/h200/pi05-loongforge-ddp$n.json" --rung-timeout 450 2>&1 | tee "$out/ddp.log"
+            cp "results/h200/pi05-loongforge-ddp$n.json" "$out/"; exit 0 ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
 cp $ladder "$out/"
