@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
 from pathlib import Path
 
@@ -112,6 +113,47 @@ def cmd_readme(args) -> int:
     return EXIT_OK
 
 
+def _fraction(name: str, text: str) -> float:
+    from .published import parse_percent
+
+    value = parse_percent(text)
+    if value is None:
+        raise InputError(name, None, "a percentage like 5% or a fraction like 0.05", repr(text))
+    return value
+
+
+def cmd_gate(args) -> int:
+    from .gates import Limits, gate_files, recorded_baseline_path
+    from .results import load_result
+
+    limits = Limits(tolerance=_fraction("--tolerance", args.tolerance),
+                    memory_tolerance=_fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
+                    success_tolerance=_fraction("--success-tolerance", args.success_tolerance),
+                    confidence=_fraction("--confidence", args.confidence))
+    if not 0.5 < limits.confidence < 1:
+        raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
+    baseline = args.baseline or recorded_baseline_path(load_result(args.current), args.results_dir)
+    rungs = [r.strip() for r in args.rungs.split(",") if r.strip()] if args.rungs else None
+    report = gate_files(args.current, baseline, limits, rungs)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+    elif args.markdown:
+        print(report.markdown())
+    else:
+        print(report.text())
+    for warning in report.warnings if (args.json or args.markdown) else ():
+        print(f"WARNING: {warning}", file=sys.stderr)  # visible in CI logs whatever the format
+    return report.exit_code
+
+
+def cmd_record(args) -> int:
+    from .gates import record_baseline
+
+    dest = record_baseline(args.result, args.results_dir, force=args.force)
+    print(f"recorded {args.result} as the baseline {dest}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +188,28 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
     show.set_defaults(func=cmd_show)
 
+    gate = sub.add_parser("gate", help="regression gate: a result against a recorded baseline (exit 0 pass, "
+                                       "1 regression, 2 unusable input)")
+    gate.add_argument("current", help="result JSON to check")
+    gate.add_argument("--baseline", help="recorded result JSON (default: results/<target>/<scenario>.json)")
+    gate.add_argument("--tolerance", default="5%", help="throughput: how much slower may pass (default 5%%)")
+    gate.add_argument("--memory-tolerance", help="peak memory: how much larger may pass (default: --tolerance)")
+    gate.add_argument("--success-tolerance", default="5%",
+                      help="success rate: how far (absolute) below the recorded rate may pass (default 5%%)")
+    gate.add_argument("--confidence", default="95%", help="of the noise interval and the Wilson bound (default 95%%)")
+    gate.add_argument("--rungs", help="comma-separated rung names to gate (default: all)")
+    gate.add_argument("--results-dir", default="results", help="where recorded baselines live (default: results)")
+    fmt = gate.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    fmt.add_argument("--markdown", action="store_true", help="print markdown (for CI job summaries)")
+    gate.set_defaults(func=cmd_gate)
+
+    record = sub.add_parser("record", help="promote a result to the recorded baseline of its scenario and target")
+    record.add_argument("result", help="result JSON")
+    record.add_argument("--results-dir", default="results", help="where recorded baselines live (default: results)")
+    record.add_argument("--force", action="store_true", help="record even with failed rungs")
+    record.set_defaults(func=cmd_record)
+
     readme = sub.add_parser("readme", help="regenerate the README's results section from results/")
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
     readme.add_argument("--check", action="store_true", help="exit 1 if the README is stale, change nothing")
@@ -155,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv  # the command as given, for provenance lines
     try:
         return args.func(args)
     except (InputError, RuntimeError) as exc:  # user errors: one line, no traceback

@@ -1,0 +1,323 @@
+"""Regression gates: a CURRENT result against a RECORDED baseline (DESIGN.md "Gates").
+
+Per rung present in both:
+- throughput fails only when the median samples/s is slower than the tolerance, AND that is outside the
+  run-to-run noise of the per-step samples (a bootstrap interval of the median ratio), AND the fastest
+  quarter of the steps is slower than the tolerance too (other work on a shared machine slows some steps;
+  that is not a slower rung);
+- peak memory fails when larger than its tolerance; loss parity when it no longer passes;
+- a rung ok in the baseline that is missing or failed now is a regression.
+Per evaluation suite, the success rate fails when the one-sided Wilson upper bound of the current rate is
+below the recorded rate by more than the tolerance. Differences in target, software, workload or rung
+options do not stop the gate; they are reported as warnings.
+
+The recorded baseline of a scenario on a target is results/<target>/<scenario>.json (`vlabench record`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tabulate import tabulate
+
+from .errors import InputError, describe
+from .results import load_result
+from .timing import median_ratio_interval, percentile
+
+PASS, FAIL, NOT_GATED = "pass", "FAIL", "not gated"
+EXIT_PASS, EXIT_REGRESSION = 0, 1
+SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
+WORKLOAD_KEYS = ("model", "model_size", "batch_size", "dtype", "cameras", "text_tokens", "action_horizon",
+                 "warmup_steps", "timed_steps", "seed", "compile_backend")
+
+
+@dataclass(frozen=True)
+class Limits:
+    tolerance: float = 0.05  # throughput: fraction slower that may pass
+    memory_tolerance: float = 0.05  # peak memory: fraction larger that may pass
+    success_tolerance: float = 0.05  # success rate: absolute drop (0.05 = 5 points)
+    confidence: float = 0.95  # of the throughput interval and the one-sided Wilson bound
+
+    def describe(self) -> str:
+        return (f"throughput tolerance {self.tolerance:.0%}, memory {self.memory_tolerance:.0%}, success rate "
+                f"{self.success_tolerance * 100:g} points, {self.confidence:.0%} confidence")
+
+
+@dataclass
+class Check:
+    subject: str  # a rung name, or "suite <name>"
+    check: str  # status | throughput | peak memory | loss parity | success rate
+    verdict: str  # pass | FAIL | not gated
+    baseline: str = ""
+    current: str = ""
+    change: str = ""
+    note: str = ""
+
+
+@dataclass
+class GateReport:
+    current: str
+    baseline: str
+    limits: Limits
+    warnings: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Check]:
+        return [c for c in self.checks if c.verdict == FAIL]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.regressions else EXIT_PASS
+
+    def summary(self) -> str:
+        gated = [c for c in self.checks if c.verdict != NOT_GATED]
+        if not self.regressions:
+            return f"PASS: {len(gated)} checks passed" + (f", {len(self.warnings)} warnings" if self.warnings else "")
+        failed = "; ".join(f"{c.subject} {c.check} ({c.change or c.current})" for c in self.regressions)
+        return f"REGRESSION: {len(self.regressions)} of {len(gated)} checks failed: {failed}"
+
+    def to_dict(self) -> dict:
+        return {"verdict": "pass" if not self.regressions else "regression", "exit_code": self.exit_code,
+                "current": self.current, "baseline": self.baseline, "limits": dataclasses.asdict(self.limits),
+                "warnings": self.warnings, "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+    def table(self, fmt: str = "simple") -> str:
+        rows = [[c.subject, c.check, c.verdict, c.baseline, c.current, c.change, c.note] for c in self.checks]
+        return tabulate(rows, headers=("rung", "check", "verdict", "baseline", "current", "change", "note"),
+                        tablefmt=fmt, disable_numparse=True)
+
+    def text(self) -> str:
+        lines = [f"gate: {self.current} against {self.baseline} ({self.limits.describe()})"]
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        return "\n".join([*lines, "", self.table(), "", self.summary()])
+
+    def markdown(self) -> str:
+        """For CI job summaries (e.g. appended to $GITHUB_STEP_SUMMARY)."""
+        verdict = "pass" if not self.regressions else "REGRESSION"
+        lines = [f"### vlabench gate: {verdict}", "",
+                 f"`{self.current}` against `{self.baseline}` ({self.limits.describe()})", ""]
+        lines += [f"> **Warning:** {w}  " for w in self.warnings]
+        if self.warnings:
+            lines.append("")
+        return "\n".join([*lines, self.table("github"), "", f"**{self.summary()}**"]) + "\n"
+
+
+def gate_files(current_path, baseline_path, limits: Limits = Limits(), rungs: list[str] | None = None) -> GateReport:
+    """Load both result files (a one-line InputError if either is unusable) and gate them."""
+    return gate(load_result(current_path), load_result(baseline_path), limits, rungs,
+                str(current_path), str(baseline_path))
+
+
+def gate(current: dict, baseline: dict, limits: Limits = Limits(), rungs: list[str] | None = None,
+         current_name: str = "CURRENT", baseline_name: str = "BASELINE") -> GateReport:
+    if current["scenario"]["name"] != baseline["scenario"]["name"]:
+        raise InputError(current_name, "scenario.name",
+                         f"a result of scenario {baseline['scenario']['name']!r} (the baseline's)",
+                         repr(current["scenario"]["name"]))
+    base_rungs = {r["name"]: r for r in baseline["rungs"]}
+    cur_rungs = {r["name"]: r for r in current["rungs"]}
+    base_rates = _success_rates(baseline, baseline_name)
+    cur_rates = _success_rates(current, current_name)
+    if rungs is not None:
+        unknown = [r for r in rungs if r not in base_rungs and r not in cur_rungs]
+        if unknown:
+            raise InputError(baseline_name, "rungs", "rung names of the results (" + ", ".join(base_rungs) + ")",
+                             ", ".join(unknown))
+    names = [n for n in [*base_rungs, *(n for n in cur_rungs if n not in base_rungs)] if rungs is None or n in rungs]
+    if not any(base_rungs[n]["status"] == "ok" for n in names if n in base_rungs) and not base_rates:
+        raise InputError(baseline_name, "rungs", "an ok rung or a success rate to gate against", "none")
+
+    report = GateReport(current_name, baseline_name, limits, warnings=_provenance_warnings(current, baseline))
+    for name in names:
+        report.checks += _rung_checks(name, base_rungs.get(name), cur_rungs.get(name), current, baseline,
+                                      limits, report.warnings)
+    for suite, base in base_rates.items():
+        report.checks.append(_success_check(suite, base, cur_rates.get(suite), limits))
+    for suite in cur_rates:
+        if suite not in base_rates:
+            report.checks.append(Check(f"suite {suite}", "success rate", NOT_GATED, "", _rate_text(cur_rates[suite]),
+                                       note="not in the baseline"))
+    return report
+
+
+def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
+    """Why the two results may not be like for like: hardware, software, workload, scenario file."""
+    warnings = []
+    ct, bt = current["target"], baseline["target"]
+    where = (f"{bt['name']} ({bt.get('device_name')} x{bt.get('device_count')})",
+             f"{ct['name']} ({ct.get('device_name')} x{ct.get('device_count')})")
+    if where[0] != where[1]:
+        warnings.append(f"different hardware: the baseline ran on {where[0]}, the current result on {where[1]}; "
+                        "throughput and memory verdicts compare unlike machines")
+    cp, bp = current["provenance"], baseline["provenance"]
+    software = [f"{k} {bp.get(k)} -> {cp.get(k)}" for k in SOFTWARE_KEYS if bp.get(k) != cp.get(k)]
+    if software:
+        warnings.append("different software: " + ", ".join(software))
+    cw, bw = current["workload"], baseline["workload"]
+    workload = [f"{k} {bw.get(k)} -> {cw.get(k)}" for k in WORKLOAD_KEYS if bw.get(k) != cw.get(k)]
+    if baseline.get("nproc", 1) != current.get("nproc", 1):
+        workload.append(f"processes per rung {baseline.get('nproc', 1)} -> {current.get('nproc', 1)}")
+    if workload:
+        warnings.append("different workload: " + ", ".join(workload))
+    if current["scenario"].get("sha256") != baseline["scenario"].get("sha256"):
+        warnings.append("the scenario file changed since the baseline (its sha256 differs)")
+    for label, result in (("baseline", baseline), ("current result", current)):
+        if result["provenance"].get("dirty"):
+            warnings.append(f"the {label} was measured with uncommitted changes")
+        slowed = [r["name"] for r in result["rungs"] if r.get("test_slowdown")]
+        if slowed:
+            warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_SLOWDOWN "
+                            f"({', '.join(slowed)})")
+    return warnings
+
+
+def _rung_checks(name: str, base: dict | None, cur: dict | None, current: dict, baseline: dict,
+                 limits: Limits, warnings: list[str]) -> list[Check]:
+    if base is None:
+        return [Check(name, "status", NOT_GATED, "-", cur["status"], note="not in the baseline")]
+    if base["status"] != "ok":
+        return [Check(name, "status", NOT_GATED, base["status"], cur["status"] if cur else "missing",
+                      note=f"nothing to gate against: the baseline rung is {base['status']}")]
+    if cur is None or cur["status"] != "ok":
+        status = cur["status"] if cur else "missing"
+        reason = (cur or {}).get("reason") or "the rung was not run"
+        return [Check(name, "status", FAIL, "ok", status, note=reason)]
+    if cur.get("options") != base.get("options"):
+        changed = sorted(k for k in {**(base.get("options") or {}), **(cur.get("options") or {})}
+                         if (base.get("options") or {}).get(k) != (cur.get("options") or {}).get(k))
+        warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
+    return [_throughput_check(name, base, cur, global_batch(baseline), global_batch(current), limits),
+            _memory_check(name, base, cur, limits),
+            _parity_check(name, base, cur)]
+
+
+def global_batch(result: dict) -> int:
+    """Samples per step: the per-process batch times the processes per rung (torchrun)."""
+    return result["workload"]["batch_size"] * result.get("nproc", 1)
+
+
+def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits) -> Check:
+    base_rates = [base_batch / t for t in base["step_times_s"]]
+    cur_rates = [cur_batch / t for t in cur["step_times_s"]]
+    ratio, low, high = median_ratio_interval(cur_rates, base_rates, limits.confidence)
+    check = Check(name, "throughput", PASS, f"{statistics.median(base_rates):.2f}/s",
+                  f"{statistics.median(cur_rates):.2f}/s",
+                  f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]")
+    # Other work on a shared machine only ever adds time, to some steps: if the fastest quarter of the steps is
+    # not slower beyond the tolerance, the median moved by interference, not because the rung got slower.
+    fast_ratio = percentile(cur_rates, 75) / percentile(base_rates, 75)
+    if ratio >= 1 - limits.tolerance:
+        check.note = "faster, outside noise" if low > 1 else ""
+    elif high >= 1:
+        check.note = f"slower by more than {limits.tolerance:.0%}, but within run-to-run noise"
+    elif fast_ratio >= 1 - limits.tolerance:
+        check.note = (f"median slower, but the fastest quarter of steps only {fast_ratio - 1:+.1%}: "
+                      "interference from other work on the machine")
+    else:
+        check.verdict = FAIL
+        check.note = f"slower by more than {limits.tolerance:.0%} and outside run-to-run noise"
+    return check
+
+
+def _memory_check(name: str, base: dict, cur: dict, limits: Limits) -> Check:
+    b, c = base.get("peak_memory_gib"), cur.get("peak_memory_gib")
+    if b is None or c is None or not b:
+        return Check(name, "peak memory", NOT_GATED, _gib(b), _gib(c), note="no peak memory recorded")
+    if base.get("peak_memory_kind") != cur.get("peak_memory_kind"):
+        return Check(name, "peak memory", NOT_GATED, _gib(b), _gib(c),
+                     note=f"measured differently: {base.get('peak_memory_kind')} vs {cur.get('peak_memory_kind')}")
+    over = c > b * (1 + limits.memory_tolerance)
+    return Check(name, "peak memory", FAIL if over else PASS, _gib(b), _gib(c), f"{c / b - 1:+.1%}",
+                 f"larger by more than {limits.memory_tolerance:.0%}" if over else "")
+
+
+def _gib(value) -> str:
+    return "-" if value is None else f"{value:.2f} GiB"
+
+
+def _parity_check(name: str, base: dict, cur: dict) -> Check:
+    def text(p):
+        if not p:
+            return "-"
+        diff = "no comparable steps" if p.get("max_rel_diff") is None else f"{p['max_rel_diff']:.1e}"
+        return f"{'pass' if p.get('pass') else 'FAIL'} {diff}"
+
+    bp, cp = base.get("loss_parity"), cur.get("loss_parity")
+    if not cp:
+        return Check(name, "loss parity", NOT_GATED, text(bp), "-", note="no parity recorded (baseline rung not ok)")
+    if cp.get("pass"):
+        return Check(name, "loss parity", PASS, text(bp), text(cp), note=f"tolerance {cp.get('tolerance'):.0e}")
+    note = f"exceeds tolerance {cp.get('tolerance'):.0e}" + (" (failed in the baseline too)" if bp and not bp.get("pass") else "")
+    return Check(name, "loss parity", FAIL, text(bp), text(cp), note=note)
+
+
+def _success_rates(result: dict, name: str) -> dict[str, dict]:
+    """The result's `success_rate` entries, checked: {suite: {"successes": k, "trials": n, ...}}."""
+    rates = result.get("success_rate")
+    if rates is None:
+        return {}
+    if not isinstance(rates, dict):
+        raise InputError(name, "success_rate", "a mapping of suite to {successes, trials}", describe(rates))
+    for suite, entry in rates.items():
+        key = f"success_rate.{suite}"
+        if not isinstance(entry, dict):
+            raise InputError(name, key, "{successes, trials, ...}", describe(entry))
+        k, n = entry.get("successes"), entry.get("trials")
+        if not (isinstance(k, int) and isinstance(n, int) and not isinstance(k, bool) and not isinstance(n, bool)
+                and 0 <= k <= n and n > 0):
+            raise InputError(name, key, "integers 0 <= successes <= trials, trials > 0",
+                             f"successes {describe(k)}, trials {describe(n)}")
+    return rates
+
+
+def _rate_text(entry: dict) -> str:
+    return f"{entry['successes'] / entry['trials']:.1%} ({entry['successes']}/{entry['trials']})"
+
+
+def _success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> Check:
+    from .stats import wilson_interval
+
+    subject = f"suite {suite}"
+    if cur is None:
+        return Check(subject, "success rate", FAIL, _rate_text(base), "missing", note="the suite was not evaluated")
+    recorded = base["successes"] / base["trials"]
+    rate = cur["successes"] / cur["trials"]
+    # The one-sided upper bound at confidence c is the upper end of the two-sided interval at 2c - 1.
+    upper = wilson_interval(cur["successes"], cur["trials"], 2 * limits.confidence - 1)[1]
+    below = upper < recorded - limits.success_tolerance
+    note = (f"upper bound {upper:.1%} < recorded - {limits.success_tolerance * 100:g} points" if below
+            else f"upper bound {upper:.1%}")
+    return Check(subject, "success rate", FAIL if below else PASS, _rate_text(base), _rate_text(cur),
+                 f"{(rate - recorded) * 100:+.1f} points", note)
+
+
+def recorded_baseline_path(result: dict, results_dir: str | Path = "results") -> Path:
+    """Where the recorded baseline of the result's scenario on its target lives."""
+    return Path(results_dir) / result["target"]["name"] / f"{result['scenario']['name']}.json"
+
+
+def record_baseline(path, results_dir: str | Path = "results", force: bool = False) -> Path:
+    """Copy a result to the recorded baseline of its scenario and target; refuses a result with failed rungs
+    (or broken loss parity) unless forced, since every later gate would measure against it."""
+    result = load_result(path)
+    if not force:
+        bad = [r["name"] for r in result["rungs"]
+               if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False]
+        if bad:
+            raise InputError(str(path), "rungs", "a result whose rungs all ran with loss parity (or --force)",
+                             f"failed rungs {', '.join(bad)}")
+        if any(r.get("test_slowdown") for r in result["rungs"]):
+            raise InputError(str(path), "rungs", "a real measurement (or --force)",
+                             "rungs slowed by the test-only VLABENCH_TEST_SLOWDOWN")
+    dest = recorded_baseline_path(result, results_dir)
+    if dest.resolve() == Path(path).resolve():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.copyfile(path, tmp)
+    tmp.replace(dest)  # a reader sees the old baseline or the new one, never half a file
+    return dest

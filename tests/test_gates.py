@@ -1,0 +1,274 @@
+"""Regression gates: the rules on hand-made results, the CLI contract, and A/A and slowed-down real CPU runs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.gates import FAIL, NOT_GATED, PASS, Limits, gate, record_baseline
+from harness.hardware import get_target
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
+from harness.timing import median_ratio_interval
+
+ROOT = Path(__file__).resolve().parent.parent
+# Fixed, mildly noisy step times (seconds) around 0.1 s: +-3% in a repeating pattern.
+STEPS = [0.1 * (1 + 0.03 * ((i * 7) % 5 - 2) / 2) for i in range(20)]
+
+
+def rung(name, steps=STEPS, peak=1.0, parity=True, status="ok", **extra):
+    if status != "ok":
+        return {"name": name, "status": status, "reason": f"{name} {status}", "options": {"x": 1}}
+    return {"name": name, "status": "ok", "reason": None, "options": {"x": 1}, "step_times_s": list(steps),
+            "samples_per_s": 2 / sorted(steps)[len(steps) // 2], "losses": [1.0] * len(steps),
+            "peak_memory_gib": peak, "peak_memory_kind": "peak allocated by torch",
+            "loss_parity": {"max_rel_diff": 0.0 if parity else 0.5, "tolerance": 0.01, "pass": parity}, **extra}
+
+
+def result(rungs, target="cpu", torch_version="2.13.0", scenario="gate-demo", **extra):
+    return {"schema": "vlabench.result/1",
+            "scenario": {"name": scenario, "path": "s.yaml", "sha256": "ab"},
+            "target": {"name": target, "backend": "cpu", "device_name": f"{target} device", "device_count": 1},
+            "provenance": {"git_sha": "abc", "dirty": False, "python": "3.11", "torch": torch_version,
+                           "created_at": "2026-11-29T00:00:00Z", "command": "test"},
+            "workload": {"model": "pi05", "model_size": "tiny", "batch_size": 2, "dtype": "fp32"},
+            "rungs": rungs, **extra}
+
+
+def by_check(report):
+    return {(c.subject, c.check): c for c in report.checks}
+
+
+def scaled(factor, steps=STEPS):
+    return [t * factor for t in steps]
+
+
+def test_median_ratio_interval():
+    ratio, low, high = median_ratio_interval([2.0] * 10, [2.0] * 10)
+    assert (ratio, low, high) == (1.0, 1.0, 1.0)
+    ratio, low, high = median_ratio_interval([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.2, 1.8, 2.0, 2.1])
+    assert ratio == pytest.approx(0.5) and low < 0.5 < high
+    assert median_ratio_interval([1.0, 1.2, 0.8], [1.0, 1.1, 0.9]) == median_ratio_interval([1.0, 1.2, 0.8],
+                                                                                           [1.0, 1.1, 0.9])
+
+
+@pytest.mark.parametrize("factor, verdict", [(1.0, PASS), (1.02, PASS), (1.3, FAIL), (0.7, PASS)])
+def test_throughput_fails_only_beyond_tolerance_and_noise(factor, verdict):
+    report = gate(result([rung("a", scaled(factor))]), result([rung("a")]))
+    check = by_check(report)[("a", "throughput")]
+    assert check.verdict == verdict
+    assert report.exit_code == (1 if verdict == FAIL else 0)
+    if factor == 1.3:
+        assert check.change.startswith("-23.") and "outside run-to-run noise" in check.note
+
+
+def test_slower_than_tolerance_but_within_noise_passes():
+    # 8% slower at the median, but half the steps are as fast as the baseline: the interval reaches 1.
+    noisy = [t * (1.16 if i % 2 else 1.0) for i, t in enumerate(STEPS)]
+    check = by_check(gate(result([rung("a", noisy)]), result([rung("a")])))[("a", "throughput")]
+    assert check.verdict == PASS and "within run-to-run noise" in check.note
+    assert float(check.change.split("%")[0]) < -5
+
+
+def test_interference_on_some_steps_is_not_a_slower_rung():
+    # 12 of 20 steps slowed by 40% (another process on the machine), the rest as fast as the baseline.
+    disturbed = [t * (1.4 if i % 5 < 3 else 1.0) for i, t in enumerate(STEPS)]
+    check = by_check(gate(result([rung("a", disturbed)]), result([rung("a")])))[("a", "throughput")]
+    assert check.verdict == PASS and "interference" in check.note
+
+
+def test_tolerance_is_a_parameter():
+    cur, base = result([rung("a", scaled(1.08))]), result([rung("a")])
+    assert gate(cur, base).exit_code == 1
+    assert gate(cur, base, Limits(tolerance=0.10)).exit_code == 0
+
+
+def test_missing_failed_and_new_rungs():
+    base = result([rung("a"), rung("b"), rung("c"), rung("d", status="oom")])
+    cur = result([rung("a"), rung("c", status="error"), rung("d"), rung("e")])
+    checks = by_check(gate(cur, base))
+    assert checks[("b", "status")].verdict == FAIL and checks[("b", "status")].current == "missing"
+    assert checks[("c", "status")].verdict == FAIL and checks[("c", "status")].note == "c error"
+    assert checks[("d", "status")].verdict == NOT_GATED  # nothing recorded to gate against
+    assert checks[("e", "status")].verdict == NOT_GATED
+    assert checks[("a", "throughput")].verdict == PASS
+
+
+def test_rungs_option_limits_the_gate():
+    base = result([rung("a"), rung("b")])
+    report = gate(result([rung("a")]), base, rungs=["a"])
+    assert report.exit_code == 0 and {c.subject for c in report.checks} == {"a"}
+
+
+def test_peak_memory_and_loss_parity():
+    base = result([rung("a", peak=10.0), rung("b", peak=10.0)])
+    checks = by_check(gate(result([rung("a", peak=10.4), rung("b", peak=11.0, parity=False)]), base))
+    assert checks[("a", "peak memory")].verdict == PASS and checks[("a", "peak memory")].change == "+4.0%"
+    assert checks[("b", "peak memory")].verdict == FAIL
+    assert checks[("b", "loss parity")].verdict == FAIL and checks[("a", "loss parity")].verdict == PASS
+
+
+def test_warnings_for_different_hardware_software_and_options():
+    base = result([rung("a")], target="h200", torch_version="2.11.0")
+    cur = result([rung("a")])
+    cur["rungs"][0]["options"] = {"x": 2}
+    cur["workload"]["batch_size"] = 4
+    report = gate(cur, base)
+    text = " | ".join(report.warnings)
+    assert "different hardware: the baseline ran on h200" in text
+    assert "torch 2.11.0 -> 2.13.0" in text and "batch_size 2 -> 4" in text
+    assert "rung a: options differ from the baseline's (x)" in text
+    assert report.text().count("WARNING:") == len(report.warnings) == 4
+
+
+def rates(**suites):
+    return {s: {"successes": k, "trials": n, "rate": k / n} for s, (k, n) in suites.items()}
+
+
+@pytest.mark.parametrize("current, verdict", [
+    ((480, 500), PASS),  # 96% against 98%: within 5 points
+    ((440, 500), FAIL),  # 88%: even its one-sided upper bound (~90.2%) is below 93%
+    ((9, 10), PASS),     # 90% from 10 trials: too few to say it is below 93%
+])
+def test_success_rate_one_sided_wilson(current, verdict):
+    base = result([], success_rate=rates(libero_spatial=(490, 500)))
+    cur = result([], success_rate=rates(libero_spatial=current))
+    check = by_check(gate(cur, base))[("suite libero_spatial", "success rate")]
+    assert check.verdict == verdict
+    if current == (440, 500):
+        assert check.change == "-10.0 points" and "upper bound 90.2%" in check.note
+
+
+def test_missing_suite_fails_and_malformed_rates_are_unusable(tmp_path):
+    base = result([], success_rate=rates(libero_spatial=(45, 50), libero_goal=(40, 50)))
+    report = gate(result([], success_rate=rates(libero_spatial=(45, 50))), base)
+    assert by_check(report)[("suite libero_goal", "success rate")].verdict == FAIL
+    bad = result([], success_rate={"libero_spatial": {"successes": 51, "trials": 50}})
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    assert main(["gate", str(tmp_path / "bad.json"), "--baseline", str(tmp_path / "base.json")]) == 2
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_cli_exit_codes_and_formats(tmp_path, capsys):
+    base = write(tmp_path, "base.json", result([rung("a")]))
+    same = write(tmp_path, "same.json", result([rung("a", scaled(1.01))]))
+    slow = write(tmp_path, "slow.json", result([rung("a", scaled(1.3))]))
+    assert main(["gate", same, "--baseline", base]) == 0
+    assert "PASS: 3 checks passed" in capsys.readouterr().out
+    assert main(["gate", slow, "--baseline", base, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "regression" and data["exit_code"] == 1
+    assert [c["check"] for c in data["checks"] if c["verdict"] == "FAIL"] == ["throughput"]
+    assert main(["gate", slow, "--baseline", base, "--markdown", "--tolerance", "40%"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### vlabench gate: pass") and "| rung " in out and "|---" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tolerance", "5"], "--tolerance: expected a percentage like 5% or a fraction like 0.05"),
+    (["--baseline", "missing.json"], "missing.json: expected an existing result file"),
+    (["--baseline", "OTHER"], "scenario.name: expected a result of scenario 'other'"),
+    (["--baseline", "FAILED"], "rungs: expected an ok rung or a success rate to gate against"),
+])
+def test_cli_unusable_input_exits_2(args, message, tmp_path, capsys):
+    cur = write(tmp_path, "cur.json", result([rung("a")]))
+    other = write(tmp_path, "other.json", result([rung("a")], scenario="other"))
+    failed = write(tmp_path, "failed.json", result([rung("a", status="error")]))
+    args = [{"OTHER": other, "FAILED": failed}.get(a, a) for a in args]
+    assert main(["gate", cur, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_record_promotes_a_result_and_gate_finds_it(tmp_path, capsys):
+    results_dir = tmp_path / "results"
+    run = write(tmp_path, "run.json", result([rung("a")]))
+    assert main(["record", run, "--results-dir", str(results_dir)]) == 0
+    recorded = results_dir / "cpu" / "gate-demo.json"
+    assert json.loads(recorded.read_text()) == json.loads(Path(run).read_text())
+    slow = write(tmp_path, "slow.json", result([rung("a", scaled(1.3))]))
+    assert main(["gate", slow, "--results-dir", str(results_dir)]) == 1  # default baseline: the recorded one
+    assert str(recorded) in capsys.readouterr().out
+    broken = write(tmp_path, "broken.json", result([rung("a", parity=False)]))
+    assert main(["record", broken, "--results-dir", str(results_dir)]) == 2
+    assert json.loads(recorded.read_text())["rungs"][0]["loss_parity"]["pass"]  # the baseline is kept
+    assert record_baseline(broken, results_dir, force=True) == recorded
+
+
+# Real runs: a tiny one-rung CPU scenario, each run in its own rung process as `vlabench run` does it.
+AA_SCENARIO = """
+name: gate-aa
+model: pi05
+workload: {batch_size: 2, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 2, timed_steps: 20,
+           seed: 0, dtype: fp32}
+ladder:
+  - {name: community, options: {camera_slots: 3, recompute: nested-full}}
+targets:
+  cpu: {model_size: tiny}
+"""
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory):
+    """Six plain runs (five A/A pairs of neighbours in time), then a run slowed by 30% and by 2%, each
+    after a plain run to be gated against."""
+    tmp = tmp_path_factory.mktemp("gate-runs")
+    (tmp / "s.yaml").write_text(AA_SCENARIO)
+    scenario = load_scenario(tmp / "s.yaml")
+
+    def run(name, slowdown=None):
+        # One thread: a busy second core (CI, a neighbour) then slows both runs alike instead of stalling
+        # one run's thread pool.
+        env = {"OMP_NUM_THREADS": "1", **({"VLABENCH_TEST_SLOWDOWN": str(slowdown)} if slowdown else {})}
+        out = tmp / f"{name}.json"
+        run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env)
+        return str(out)
+
+    runs = {f"a{i}": run(f"a{i}") for i in range(6)}
+    runs["slow30"] = run("slow30", 0.30)
+    runs["a6"] = run("a6")
+    runs["slow2"] = run("slow2", 0.02)
+    return runs
+
+
+@pytest.mark.slow
+def test_aa_runs_pass_five_times(cpu_runs, capsys):
+    codes = [main(["gate", cpu_runs[f"a{i + 1}"], "--baseline", cpu_runs[f"a{i}"]]) for i in range(5)]
+    assert codes == [0] * 5, capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
+    slowed = json.loads(Path(cpu_runs["slow30"]).read_text())["rungs"][0]
+    assert slowed["test_slowdown"] == 0.3
+    assert main(["gate", cpu_runs["slow30"], "--baseline", cpu_runs["a5"]]) == 1, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "community  throughput   FAIL" in out and "test-only VLABENCH_TEST_SLOWDOWN" in out
+    assert main(["gate", cpu_runs["slow2"], "--baseline", cpu_runs["a6"]]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
+    """The pytest-native path: autosave a benchmark run, then a 30% slower one fails
+    `--benchmark-compare-fail=median:5%`."""
+    (tmp_path / "s.yaml").write_text(AA_SCENARIO)
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "-q", "-p", "no:cacheprovider",
+           "--vlabench-scenario", str(tmp_path / "s.yaml"), "--vlabench-target", "cpu",
+           f"--benchmark-storage={tmp_path / 'store'}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([*cmd, "--benchmark-autosave"], env=env, capture_output=True, text=True, cwd=ROOT,
+                           check=False)
+    assert first.returncode == 0, first.stdout[-2000:]
+    second = subprocess.run([*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%"],
+                            env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"}, capture_output=True, text=True, cwd=ROOT,
+                            check=False)
+    assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, second.stdout[-2000:]
