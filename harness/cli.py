@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -154,7 +155,47 @@ def cmd_record(args) -> int:
     return EXIT_OK
 
 
+def _load_results(paths) -> list:
+    from .results import load_result
+
+    return [(str(p), load_result(p)) for p in paths]
+
+
+def cmd_compare(args) -> int:
+    from . import compare
+    from .published import load_published
+
+    results = _load_results(args.results)
+    for path, result in results:
+        if not compare.is_ladder(result):
+            print(f"{path}: skipped (a recompute sweep, not a ladder)", file=sys.stderr)
+    if not compare.columns(results):
+        return _fail("expected at least one ladder result")
+    figures = load_published(args.published_dir) if args.published else None
+    print(compare.render(results, figures, "github" if args.format == "markdown" else "simple"))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "comparison.md").write_text(compare.render(results, figures, "github") + "\n")
+        (args.out / "comparison.csv").write_text(compare.comparison_csv(results, figures))
+        if figures is not None:
+            (args.out / "verdicts.csv").write_text(compare.verdicts_csv(results, figures))
+        print(f"\nwrote {args.out}/comparison.md, comparison.csv" + (", verdicts.csv" if figures else ""))
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from .published import load_published
+    from .report import write_report
+
+    figures = None if args.no_published else load_published(args.published_dir)
+    path = write_report(_load_results(args.results), args.out, figures, shlex.join(["vlabench", *args.argv]))
+    print(f"report: {path}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .published import PUBLISHED_DIR
+
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -210,7 +251,22 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--force", action="store_true", help="record even with failed rungs")
     record.set_defaults(func=cmd_record)
 
-    readme = sub.add_parser("readme", help="regenerate the README's results section from results/")
+    comp = sub.add_parser("compare", help="per-hardware comparison tables, with verdicts against published figures")
+    comp.add_argument("results", nargs="+", help="result JSON files (one column per target)")
+    comp.add_argument("--published", action="store_true", help="set the published figures beside ours, with verdicts")
+    comp.add_argument("--published-dir", default=PUBLISHED_DIR, type=Path, help="published-figure YAML directory")
+    comp.add_argument("--format", choices=("text", "markdown"), default="text", help="printed table format")
+    comp.add_argument("--out", type=Path, help="also write comparison.md, comparison.csv (and verdicts.csv) here")
+    comp.set_defaults(func=cmd_compare)
+
+    rep = sub.add_parser("report", help="markdown report with figures (matplotlib) of result files")
+    rep.add_argument("results", nargs="+", help="result JSON files")
+    rep.add_argument("--out", type=Path, required=True, help="directory for report.md and its PNGs")
+    rep.add_argument("--published-dir", default=PUBLISHED_DIR, type=Path, help="published-figure YAML directory")
+    rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
+    rep.set_defaults(func=cmd_report)
+
+    readme = sub.add_parser("readme", help="regenerate the README's results section and figure from results/")
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
     readme.add_argument("--check", action="store_true", help="exit 1 if the README is stale, change nothing")
     readme.set_defaults(func=cmd_readme)

@@ -1,0 +1,282 @@
+"""Per-hardware comparison tables and verdicts against published figures (`vlabench compare`).
+
+Rungs are rows and each result (a target) gives two columns: samples/s and the speedup over that
+result's own baseline rung. Published figures that map onto a rung stand beside it, and each published
+figure gets a verdict: reproduced (ours within its tolerance of theirs, or better), not reproduced, or
+not comparable with the reason.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from .published import LOWER_IS_BETTER, NOT_STATED, Figure
+
+REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+
+
+def devices(result: dict) -> int:
+    """Devices each rung trained on: one per process (`vlabench run --nproc`)."""
+    return result.get("nproc", 1)
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str  # the target's name, with the file name when a scenario has two results on one target
+    path: str
+    result: dict
+
+
+@dataclass(frozen=True)
+class Verdict:
+    figure: Figure
+    column: str  # which result the figure was set beside ("-" when none)
+    ours: str
+    verdict: str
+    why: str
+
+
+def is_ladder(result: dict) -> bool:
+    """A recompute sweep is not a ladder: its rungs are alternatives, not cumulative steps."""
+    return result.get("kind") != "recompute-sweep"
+
+
+def columns(results: list[tuple[str, dict]]) -> dict[str, list[Column]]:
+    """Ladder results grouped by scenario, one column each."""
+    by_scenario: dict[str, list[tuple[str, dict]]] = {}
+    for path, result in results:
+        if is_ladder(result):
+            by_scenario.setdefault(result["scenario"]["name"], []).append((path, result))
+    grouped = {}
+    for scenario, items in by_scenario.items():
+        labels = [r["target"]["name"] + (f" x{devices(r)}" if devices(r) > 1 else "") for _, r in items]
+        grouped[scenario] = [Column(label if labels.count(label) == 1 else f"{label} ({path.rsplit('/', 1)[-1]})",
+                                    path, r) for label, (path, r) in zip(labels, items)]
+    return grouped
+
+
+def _ok(result: dict, rung: str) -> dict | None:
+    return next((r for r in result["rungs"] if r["name"] == rung and r["status"] == "ok"), None)
+
+
+def _baseline_rung(result: dict) -> dict | None:
+    first = result["rungs"][0] if result["rungs"] else None
+    return first if first and first["status"] == "ok" else None
+
+
+def speedup(result: dict, rung: str, over: str | None = None) -> float | None:
+    """samples/s of `rung` over `over` (default: the result's baseline rung), None if either is not ok."""
+    r = _ok(result, rung)
+    base = _ok(result, over) if over else _baseline_rung(result)
+    return r["samples_per_s"] / base["samples_per_s"] if r and base else None
+
+
+def _published_cell(figures: list[Figure], scenario: str, rung: str, first_rung: str | None) -> str:
+    cells = []
+    for f in figures:
+        ours = f.ours or {}
+        if ours.get("scenario") != scenario:
+            continue
+        if f.metric == "speedup" and ours["to_rung"] == rung:
+            over = "" if ours["from_rung"] == first_rung else f" over {ours['from_rung']}"
+            cells.append(f"{f.value_text()}{over} ({f.label})")
+        elif f.metric in ("throughput", "step_time") and ours["rung"] == rung:
+            cells.append(f"{f.value_text()} ({f.label})")
+    return "; ".join(cells)
+
+
+def comparison_table(scenario: str, cols: list[Column], figures: list[Figure] | None = None) -> tuple[list, list]:
+    """(headers, rows) of one scenario: rungs as rows, samples/s and speedup per result, published beside."""
+    rungs: list[str] = []
+    for col in cols:
+        rungs += [r["name"] for r in col.result["rungs"] if r["name"] not in rungs]
+    headers = ["rung"]
+    for col in cols:
+        headers += [f"{col.label} samples/s", f"{col.label} speedup"]
+    if figures is not None:
+        headers.append("published")
+    rows = []
+    for rung in rungs:
+        row = [rung]
+        for col in cols:
+            rec = next((r for r in col.result["rungs"] if r["name"] == rung), None)
+            if rec is None or rec["status"] != "ok":
+                row += [rec["status"] if rec else "-", ""]
+            else:
+                s = speedup(col.result, rung)
+                row += [f"{rec['samples_per_s']:.2f}", "-" if s is None else f"{s:.2f}x"]
+        if figures is not None:
+            first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
+            row.append(_published_cell(figures, scenario, rung, first))
+        rows.append(row)
+    return headers, rows
+
+
+def _stated(value) -> bool:
+    return value is not None and not str(value).startswith(NOT_STATED)
+
+
+def _where_theirs(f: Figure) -> str:
+    hw, n = f.covers.get("hardware"), f.covers.get("device_count")
+    return f"{hw if _stated(hw) else 'hardware not stated'}" + (f" x{n}" if _stated(n) else "")
+
+
+def _where_ours(col: Column) -> str:
+    return f"{col.result['target'].get('device_name') or col.result['target']['name']} x{devices(col.result)}"
+
+
+def _within(ours: float, f: Figure) -> bool:
+    tol = f.tolerance.value
+    return ours <= f.point * (1 + tol) if f.metric in LOWER_IS_BETTER else ours >= f.point * (1 - tol)
+
+
+def judge(f: Figure, col: Column) -> Verdict:
+    """The verdict of one figure against one of our results of its scenario."""
+    result, ours_map = col.result, f.ours
+    label = col.label
+
+    def verdict(ours_text, v, why):
+        return Verdict(f, label, ours_text, v, why)
+
+    ours_value, ours_text, missing = None, "-", None
+    if f.metric == "speedup":
+        ours_value = speedup(result, ours_map["to_rung"], ours_map["from_rung"])
+        ours_text = "-" if ours_value is None else f"{ours_value:.2f}x"
+        bad = [r for r in (ours_map["from_rung"], ours_map["to_rung"]) if _ok(result, r) is None]
+    else:
+        rec = _ok(result, ours_map["rung"])
+        if rec is not None:
+            ours_value = rec["step_time_s"] if f.metric == "step_time" else rec["samples_per_s"]
+            ours_text = f"{ours_value:.2f} {f.unit}"
+        bad = [] if rec else [ours_map["rung"]]
+    if bad:
+        statuses = {r["name"]: r["status"] for r in result["rungs"]}
+        missing = ", ".join(f"{r} {statuses.get(r, 'not measured')}" for r in bad)
+        return verdict(ours_text, NOT_COMPARABLE, f"on {label}: {missing}")
+    size = result["workload"].get("model_size")
+    if size != "full":
+        return verdict(ours_text, NOT_COMPARABLE, f"the {label} result uses the {size} model (a functional check)")
+    need = ours_map.get("min_device_count")
+    if need and devices(result) < need:
+        return verdict(ours_text, NOT_COMPARABLE,
+                       f"the gain needs at least {need} devices; ours ran on {_where_ours(col)}")
+    if f.metric != "speedup":  # an absolute figure: only on the same hardware, device count and batch
+        hw, n, batch = f.covers["hardware"], f.covers["device_count"], f.covers["batch"]
+        if not _stated(hw):
+            return verdict(ours_text, NOT_COMPARABLE, "an absolute figure on hardware not stated")
+        if f.covers.get("target") != result["target"]["name"]:
+            return verdict(ours_text, NOT_COMPARABLE, f"theirs on {_where_theirs(f)}, ours on {_where_ours(col)}")
+        if _stated(n) and n != devices(result):
+            return verdict(ours_text, NOT_COMPARABLE, f"theirs on {n} devices, ours on {devices(result)}")
+        if _stated(batch) and batch != result["workload"]["batch_size"]:
+            return verdict(ours_text, NOT_COMPARABLE,
+                           f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}")
+    ok = _within(ours_value, f)
+    why = (f"ours {ours_text} vs theirs {f.value_text()}, tolerance {f.tolerance} "
+           f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})")
+    return verdict(ours_text, REPRODUCED if ok else NOT_REPRODUCED, why)
+
+
+def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
+    """Success-rate figures against evaluation results holding that suite."""
+    from .stats import wilson_interval
+
+    suite, scenario = f.ours["suite"], f.ours.get("scenario")
+    verdicts = []
+    for path, result in results:
+        entry = (result.get("success_rate") or {}).get(suite)
+        if not entry or (scenario and result["scenario"]["name"] != scenario):
+            continue
+        k, n = entry["successes"], entry["trials"]
+        low, high = wilson_interval(k, n)
+        theirs, tol = f.point, f.tolerance.value if f.tolerance.points else f.point * f.tolerance.value
+        ours = f"{100 * k / n:.1f}% ({k}/{n}, 95% {100 * low:.1f}-{100 * high:.1f})"
+        label = f"{result['target']['name']} ({path.rsplit('/', 1)[-1]})"
+        if 100 * k / n >= theirs - tol:
+            verdicts.append(Verdict(f, label, ours, REPRODUCED, f"within {f.tolerance} of {f.value_text()} or better"))
+        elif 100 * high < theirs - tol:
+            verdicts.append(Verdict(f, label, ours, NOT_REPRODUCED,
+                                    f"even the interval's top is below {f.value_text()} - {f.tolerance}"))
+        else:
+            verdicts.append(Verdict(f, label, ours, NOT_COMPARABLE, f"too few trials to tell ({n})"))
+    if not verdicts:
+        verdicts.append(Verdict(f, "-", "-", NOT_COMPARABLE, f"no result with a {suite} success rate given"))
+    return verdicts
+
+
+def verdicts(results: list[tuple[str, dict]], figures: list[Figure]) -> list[Verdict]:
+    """One verdict per published figure and result of its scenario (one 'not comparable' when none)."""
+    grouped = columns(results)
+    out = []
+    for f in figures:
+        if f.not_comparable:
+            out.append(Verdict(f, "-", "-", NOT_COMPARABLE, f.not_comparable))
+        elif f.metric == "success_rate":
+            out += judge_success(f, results)
+        elif f.ours["scenario"] not in grouped:
+            out.append(Verdict(f, "-", "-", NOT_COMPARABLE, f"no result of scenario {f.ours['scenario']} given"))
+        else:
+            out += [judge(f, col) for col in grouped[f.ours["scenario"]]]
+    return out
+
+
+VERDICT_HEADERS = ("published figure", "theirs", "covers", "ours on", "ours", "verdict", "why")
+
+
+def verdict_rows(items: list[Verdict]) -> list[list[str]]:
+    def covers(f):
+        batch = f.covers["batch"]
+        return f"{f.covers['what']}; {_where_theirs(f)}" + (f", batch {batch}" if _stated(batch) else "")
+
+    return [[v.figure.label, v.figure.value_text(), covers(v.figure), v.column, v.ours, v.verdict, v.why]
+            for v in items]
+
+
+def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: str = "simple") -> str:
+    """All comparison tables, then (with figures) the verdicts; tabulate format `fmt`."""
+    parts = []
+    heading = "### " if fmt == "github" else ""
+    for scenario, cols in columns(results).items():
+        headers, rows = comparison_table(scenario, cols, figures)
+        parts.append(f"{heading}{scenario}: samples/s and speedup over each target's own baseline rung\n\n"
+                     + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True))
+    if figures is not None:
+        # Verdicts first, then what could not be compared
+        items = sorted(verdicts(results, figures), key=lambda v: v.verdict == NOT_COMPARABLE)
+        parts.append(f"{heading}Published figures\n\n"
+                     + tabulate(verdict_rows(items), headers=VERDICT_HEADERS, tablefmt=fmt,
+                                disable_numparse=True))
+    return "\n\n".join(parts)
+
+
+def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None) -> str:
+    """Long format: one row per scenario, rung and result."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["scenario", "rung", "target", "result", "status", "samples_per_s", "speedup_vs_own_baseline",
+                "published"])
+    for scenario, cols in columns(results).items():
+        first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
+        for col in cols:
+            for rec in col.result["rungs"]:
+                s = speedup(col.result, rec["name"])
+                w.writerow([scenario, rec["name"], col.label, col.path, rec["status"],
+                            f"{rec['samples_per_s']:.4f}" if rec["status"] == "ok" else "",
+                            "" if s is None else f"{s:.4f}",
+                            _published_cell(figures or [], scenario, rec["name"], first)])
+    return buf.getvalue()
+
+
+def verdicts_csv(results: list[tuple[str, dict]], figures: list[Figure]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["figure", "label", "source", "metric", "unit", "published", "tolerance", "covers", "result",
+                "ours", "verdict", "why"])
+    for v in verdicts(results, figures):
+        f = v.figure
+        w.writerow([f.id, f.label, f.source, f.metric, f.unit, f.value_text(), str(f.tolerance),
+                    f.covers["what"], v.column, v.ours, v.verdict, v.why])
+    return buf.getvalue()

@@ -1,0 +1,187 @@
+"""Published figures as data, per-hardware comparison tables and verdicts against the committed H200 result."""
+import copy
+import csv
+import dataclasses
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import compare
+from harness.cli import main
+from harness.errors import InputError
+from harness.published import load_published, parse_tolerance
+from harness.results import load_result
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "results/h200/pi05-loongforge.json"
+FIGURES = {f.id: f for f in load_published()}
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return (str(H200.relative_to(ROOT)), load_result(H200))
+
+
+def verdict_of(items, figure_id):
+    (v,) = [v for v in items if v.figure.id == figure_id]
+    return v
+
+
+def test_every_published_figure_is_data_with_what_it_covers():
+    f = FIGURES
+    assert (f["loongforge-pi05-bf16-speedup"].value, f["loongforge-pi05-fp8-speedup"].value) == (2.63, 3.00)
+    assert (f["loongforge-pi05-bf16-throughput"].value, f["loongforge-pi05-fp8-throughput"].value) == (24.0, 27.34)
+    assert f["loongforge-readme-pi05-vs-openpi"].value == 2.23
+    assert f["loongforge-readme-pi05-vs-openpi"].source == "LoongForge public README"
+    ascend = f["ascend-pi05-8-device-speedup"]
+    assert ascend.derived_from["from"] == 52.24 and ascend.derived_from["to"] == 69.19 and ascend.value == 1.32
+    assert ascend.covers["device_count"] == 8
+    step = f["ascend-pi05-step-time"]
+    assert step.value == (5.75, 5.85) and step.covers["batch"] == 64 and step.covers["device_count"] == 2
+    gr00t = f["loongforge-gr00t-vs-lerobot"]
+    assert gr00t.value == 2.3 and gr00t.covers["hardware"] == "A800 80G" and gr00t.covers["device_count"] == 8
+    tokens = f["loongforge-gr00t-tokens-per-gpu"].derived_from
+    assert (tokens["from"], tokens["to"], tokens["unit"]) == (842, 1936, "tokens/s/GPU")
+    libero = {k: f[f"{who}-pi05-libero-{k}"].value for who in ("loongforge",) for k in ("spatial", "object", "goal", "10")}
+    assert libero == {"spatial": 99.6, "object": 99.6, "goal": 98.8, "10": 97.0}
+    community = [f[f"community-pi05-libero-{k}"].value for k in ("spatial", "object", "goal", "10")]
+    assert community == [97.0, 99.0, 98.0, 96.0]
+    assert sum(community) / 4 == f["community-pi05-libero-average"].value
+    for figure in FIGURES.values():  # every figure says what it covers, stated or not
+        assert {"what", "batch", "hardware", "device_count"} <= set(figure.covers)
+        assert figure.source and figure.unit and (figure.ours or figure.not_comparable)
+
+
+def test_tolerances():
+    assert parse_tolerance("10%").value == pytest.approx(0.10) and not parse_tolerance("10%").points
+    assert parse_tolerance("2 points").value == 2 and parse_tolerance("2 points").points
+    assert parse_tolerance("ten") is None and parse_tolerance(5) is None
+
+
+GOOD_FIGURE = {"id": "f1", "label": "l", "metric": "speedup", "unit": "x", "value": 1.5, "tolerance": "5%",
+               "covers": {"what": "x", "batch": 1, "hardware": "y", "device_count": 1},
+               "ours": {"scenario": "s", "from_rung": "a", "to_rung": "b"}}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({}, None),
+    ({"tolerance": "ten"}, "figures.f1.tolerance: expected a relative tolerance like 10%"),
+    ({"covers": {"what": "x", "batch": 1, "hardware": "y"}}, "covers.device_count: expected the stated value"),
+    ({"not_comparable": "nope"}, "figures.f1: expected exactly one of `ours`"),
+    ({"derived_from": {"from": 10, "to": 20}}, "figures.f1.value: expected to / from = 2.000"),
+    ({"ours": {"scenario": "s", "rung": "a"}}, "figures.f1.ours.from_rung: expected a name"),
+])
+def test_published_file_errors_name_the_file_and_key(change, message, tmp_path):
+    path = tmp_path / "f.yaml"
+    path.write_text(yaml.safe_dump({"source": "s", "transcribed_from": "t", "figures": [{**GOOD_FIGURE, **change}]}))
+    if message is None:
+        assert load_published(tmp_path)[0].ours == GOOD_FIGURE["ours"]
+        return
+    with pytest.raises(InputError) as err:
+        load_published(tmp_path)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+
+
+def test_h200_verdicts(h200):
+    items = compare.verdicts([h200], list(FIGURES.values()))
+    assert len({v.figure.id for v in items}) == len(FIGURES)  # a verdict for every figure
+    bf16 = verdict_of(items, "loongforge-pi05-bf16-speedup")
+    assert (bf16.ours, bf16.verdict) == ("2.79x", compare.REPRODUCED) and bf16.column == "h200"
+    assert verdict_of(items, "loongforge-pi05-fp8-speedup").ours == "3.16x"
+    assert verdict_of(items, "loongforge-pi05-fp8-speedup").verdict == compare.REPRODUCED
+    assert verdict_of(items, "loongforge-readme-pi05-vs-openpi").verdict == compare.REPRODUCED
+    assert verdict_of(items, "loongforge-pi05-compile-backbone").ours == "1.53x"
+    absolute = verdict_of(items, "loongforge-pi05-bf16-throughput")
+    assert absolute.verdict == compare.NOT_COMPARABLE and absolute.why == "an absolute figure on hardware not stated"
+    assert absolute.ours == "44.10 samples/s"  # still set beside theirs
+    per_layer = verdict_of(items, "loongforge-pi05-per-layer-compile")
+    assert per_layer.verdict == compare.NOT_COMPARABLE and "at least 2 devices" in per_layer.why
+    ascend = verdict_of(items, "ascend-pi05-8-device-speedup")
+    assert ascend.verdict == compare.NOT_COMPARABLE and ascend.why == "no result of scenario pi05-ascend given"
+    assert verdict_of(items, "loongforge-gr00t-vs-lerobot").why == "vlabench has no GR00T model yet"
+
+
+def test_not_reproduced_below_tolerance(h200):
+    path, result = h200
+    slower = copy.deepcopy(result)
+    fp8 = next(r for r in slower["rungs"] if r["name"] == "fp8")
+    fp8["samples_per_s"] = 15.80 * 2.5  # 2.5x < 3.00x - 10%
+    v = verdict_of(compare.verdicts([(path, slower)], [FIGURES["loongforge-pi05-fp8-speedup"]]),
+                   "loongforge-pi05-fp8-speedup")
+    assert v.verdict == compare.NOT_REPRODUCED and v.ours == "2.50x"
+
+
+def cpu_result(h200_result, scenario="pi05-loongforge"):
+    cpu = copy.deepcopy(h200_result)
+    cpu["scenario"]["name"] = scenario
+    cpu["target"].update(name="cpu", device_name="AMD EPYC", backend="cpu")
+    cpu["workload"]["model_size"] = "tiny"
+    for r in cpu["rungs"]:
+        if r["status"] == "ok":
+            r["samples_per_s"] /= 10
+    cpu["rungs"][-1] = {"name": "fp8", "status": "unsupported", "reason": "target cpu lacks fp8"}
+    return cpu
+
+
+def test_per_hardware_table_has_a_column_pair_per_target(h200):
+    path, result = h200
+    results = [(path, result), ("runs/cpu.json", cpu_result(result))]
+    headers, rows = compare.comparison_table("pi05-loongforge", compare.columns(results)["pi05-loongforge"],
+                                             list(FIGURES.values()))
+    assert headers == ["rung", "h200 samples/s", "h200 speedup", "cpu samples/s", "cpu speedup", "published"]
+    by_rung = {r[0]: r for r in rows}
+    assert by_rung["community"][1:5] == ["15.80", "1.00x", "1.58", "1.00x"]
+    assert by_rung["fp8"][1:5] == ["49.98", "3.16x", "unsupported", ""]
+    assert "3.00x (LoongForge FP8)" in by_rung["fp8"][5]
+    items = compare.verdicts(results, [FIGURES["loongforge-pi05-bf16-speedup"]])
+    cpu = next(v for v in items if v.column == "cpu")
+    assert cpu.verdict == compare.NOT_COMPARABLE and "tiny model" in cpu.why
+
+
+def test_absolute_figures_compare_only_like_for_like(h200):
+    _, result = h200
+    ascend = cpu_result(result, "pi05-ascend")
+    ascend["target"].update(name="ascend-a2", device_name="Ascend910B3")
+    ascend["workload"].update(model_size="full", batch_size=64)
+    ascend["rungs"] = [dict(result["rungs"][0], name="community"),
+                       dict(result["rungs"][1], name="no-outer-suffix-checkpoint", step_time_s=5.5)]
+    step = FIGURES["ascend-pi05-step-time"]
+    (v,) = compare.verdicts([("a.json", ascend)], [step])
+    assert v.verdict == compare.NOT_COMPARABLE and v.why == "theirs on 2 devices, ours on 1"
+    one_device = dataclasses.replace(step, covers={**step.covers, "device_count": 1})
+    assert compare.verdicts([("a.json", ascend)], [one_device])[0].verdict == compare.REPRODUCED  # 5.5 <= 5.8 s/it
+    ascend["rungs"][1]["step_time_s"] = 7.0
+    assert compare.verdicts([("a.json", ascend)], [one_device])[0].verdict == compare.NOT_REPRODUCED
+    on_h200 = compare.verdicts([("h.json", dict(ascend, target=result["target"]))], [one_device])[0]
+    assert on_h200.why == "theirs on Ascend A2 x1, ours on NVIDIA H200 x1"
+
+
+@pytest.mark.parametrize("k, verdict", [(487, compare.REPRODUCED), (460, compare.NOT_REPRODUCED)])
+def test_success_rate_verdicts(k, verdict, h200):
+    _, result = h200
+    evaluated = dict(result, success_rate={"libero_spatial": {"successes": k, "trials": 500, "rate": k / 500}})
+    (v,) = compare.verdicts([("e.json", evaluated)], [FIGURES["community-pi05-libero-spatial"]])
+    assert v.verdict == verdict and v.ours.startswith(f"{100 * k / 500:.1f}% ({k}/500")
+    (lf,) = compare.verdicts([("e.json", evaluated)], [FIGURES["loongforge-pi05-libero-spatial"]])
+    assert lf.verdict == (compare.NOT_COMPARABLE if k == 487 else compare.NOT_REPRODUCED)  # 97.4% vs 99.6%
+
+
+def test_cli_compare_prints_verdicts_and_writes_markdown_and_csv(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    sweep = "results/h200/pi05-loongforge-recompute-sweep.json"
+    assert main(["compare", str(H200.relative_to(ROOT)), sweep, "--published", "--format", "markdown",
+                 "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "recompute-sweep.json: skipped" in err
+    assert "| compile-per-layer   | 44.10            | 2.79x" in out
+    assert "| LoongForge bf16 " in out and "| reproduced " in out and "| not comparable " in out
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "verdicts.csv").read_text())))
+    assert len({r["figure"] for r in rows}) == len(FIGURES)
+    assert {r["verdict"] for r in rows if r["figure"] == "loongforge-pi05-bf16-speedup"} == {"reproduced"}
+    table = list(csv.DictReader(io.StringIO((tmp_path / "comparison.csv").read_text())))
+    assert [r["rung"] for r in table][:2] == ["community", "prune-empty-cameras"]
+    assert table[-1]["speedup_vs_own_baseline"].startswith("3.16")
+    assert (tmp_path / "comparison.md").read_text().startswith("### pi05-loongforge")
+    assert main(["compare", sweep]) == 2  # no ladder to compare
