@@ -167,10 +167,10 @@ def cmd_compare(args) -> int:
 
     results = _load_results(args.results)
     for path, result in results:
-        if not compare.is_ladder(result):
-            print(f"{path}: skipped (a recompute sweep, not a ladder)", file=sys.stderr)
-    if not compare.columns(results):
-        return _fail("expected at least one ladder result")
+        if not compare.is_ladder(result) and not result.get("success_rate"):
+            print(f"{path}: skipped (kind {result.get('kind')}: neither a ladder nor success rates)", file=sys.stderr)
+    if not compare.columns(results) and not (args.published and any(r.get("success_rate") for _, r in results)):
+        return _fail("expected at least one ladder result (or, with --published, one with success rates)")
     figures = load_published(args.published_dir) if args.published else None
     print(compare.render(results, figures, "github" if args.format == "markdown" else "simple"))
     if args.out:

@@ -40,8 +40,9 @@ class Verdict:
 
 
 def is_ladder(result: dict) -> bool:
-    """A recompute sweep is not a ladder: its rungs are alternatives, not cumulative steps."""
-    return result.get("kind") != "recompute-sweep"
+    """Ladder runs carry no `kind`; a recompute sweep's rungs are alternatives, not cumulative steps, and an
+    evaluation ("eval") has success rates instead of rungs."""
+    return result.get("kind") in (None, "ladder")
 
 
 def columns(results: list[tuple[str, dict]]) -> dict[str, list[Column]]:

@@ -76,11 +76,24 @@ def provenance_line(path: str, result: dict) -> str:
             f"{' (uncommitted changes)' if p.get('dirty') else ''}, torch {p['torch']}.")
 
 
+def success_table(result: dict, fmt: str = "simple") -> str:
+    """Per suite (and task) of an evaluation: successes of trials, the rate and its 95% Wilson interval."""
+    rows = [[key, f"{e['successes']}/{e['trials']}", _num(e.get("rate"), ".1%"),
+             f"{e['wilson_low']:.1%}-{e['wilson_high']:.1%}" if e.get("wilson_low") is not None else "-"]
+            for key, e in (result.get("success_rate") or {}).items()]
+    return (f"{result['scenario']['name']} on {result['target']['name']}: success rates\n"
+            + tabulate(rows, headers=("suite", "successes", "rate", "95% Wilson"), tablefmt=fmt, disable_numparse=True))
+
+
 def result_table(result: dict, fmt: str = "simple") -> str:
-    """The table of one result: the ladder table, or the cost table of a recompute sweep."""
+    """The table of one result: the ladder table, the cost table of a recompute sweep, or an evaluation's
+    success rates."""
     from .sweep import sweep_table
 
-    return sweep_table(result, fmt) if result.get("kind") == "recompute-sweep" else ladder_table(result, fmt)
+    kind = result.get("kind")
+    if kind == "recompute-sweep":
+        return sweep_table(result, fmt)
+    return success_table(result, fmt) if kind == "eval" else ladder_table(result, fmt)
 
 
 def figure_stem(path: str, result: dict) -> str:

@@ -1,5 +1,6 @@
 """Published figures as data, per-hardware comparison tables and verdicts against the committed H200 result."""
 import copy
+import json
 import csv
 import dataclasses
 import io
@@ -185,3 +186,18 @@ def test_cli_compare_prints_verdicts_and_writes_markdown_and_csv(tmp_path, capsy
     assert table[-1]["speedup_vs_own_baseline"].startswith("3.16")
     assert (tmp_path / "comparison.md").read_text().startswith("### pi05-loongforge")
     assert main(["compare", sweep]) == 2  # no ladder to compare
+
+
+def test_cli_compare_sets_evaluation_success_rates_beside_published_ones(tmp_path, capsys, h200):
+    _, result = h200
+    evaluated = dict(result, kind="eval", rungs=[], success_rate={
+        "libero_10": {"successes": 482, "trials": 500, "rate": 0.964, "wilson_low": 0.94, "wilson_high": 0.98},
+        "libero_10/0": {"successes": 49, "trials": 50, "rate": 0.98, "wilson_low": 0.9, "wilson_high": 1.0}})
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(evaluated))
+    assert main(["compare", str(path), "--published", "--out", str(tmp_path)]) == 0
+    rows = {r["figure"]: r for r in csv.DictReader(io.StringIO((tmp_path / "verdicts.csv").read_text()))}
+    assert rows["community-pi05-libero-10"]["verdict"] == "reproduced"  # 96.4% against 96.0%
+    assert rows["community-pi05-libero-10"]["ours"].startswith("96.4% (482/500")
+    assert main(["compare", str(path)]) == 2  # without --published there is nothing to compare
+    assert "expected at least one ladder result" in capsys.readouterr().err

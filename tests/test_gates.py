@@ -142,6 +142,16 @@ def test_success_rate_one_sided_wilson(current, verdict):
         assert check.change == "-10.0 points" and "upper bound 90.2%" in check.note
 
 
+def test_evaluation_results_gate_every_suite_and_task():
+    # the shape `vlabench eval` writes: kind "eval", no rungs, suites and "suite/task" entries
+    base = result([], kind="eval", success_rate=rates(libero_goal=(480, 500), **{"libero_goal/3": (50, 50)}))
+    cur = result([], kind="eval", success_rate=rates(libero_goal=(478, 500), **{"libero_goal/3": (30, 50)}))
+    report = gate(cur, base)
+    assert [(c.subject, c.verdict) for c in report.checks] == [("suite libero_goal", PASS),
+                                                               ("suite libero_goal/3", FAIL)]
+    assert report.exit_code == 1
+
+
 def test_missing_suite_fails_and_malformed_rates_are_unusable(tmp_path):
     base = result([], success_rate=rates(libero_spatial=(45, 50), libero_goal=(40, 50)))
     report = gate(result([], success_rate=rates(libero_spatial=(45, 50))), base)

@@ -70,3 +70,12 @@ def test_run_gate_and_compare_do_not_import_matplotlib():
     code = ("import sys, harness.cli, harness.runner, harness.rung, harness.gates, harness.compare, harness.report, "
             "harness.readme; harness.cli.build_parser(); assert 'matplotlib' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_report_of_an_evaluation_shows_its_success_rates(tmp_path):
+    from harness.report import result_table
+
+    evaluated = dict(load_result(ROOT / H200), kind="eval", rungs=[], success_rate={
+        "libero_goal": {"successes": 9, "trials": 10, "rate": 0.9, "wilson_low": 0.596, "wilson_high": 0.982}})
+    table = result_table(evaluated)
+    assert "libero_goal  9/10         90.0%   59.6%-98.2%" in table
