@@ -266,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
     rep.set_defaults(func=cmd_report)
 
+    from .eval.main import add_eval_arguments, cmd_eval
+
+    ev = sub.add_parser("eval", help="LIBERO closed-loop evaluation (openpi protocol) with parallel env workers")
+    add_eval_arguments(ev)
+    ev.set_defaults(func=cmd_eval)
+
     readme = sub.add_parser("readme", help="regenerate the README's results section and figure from results/")
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
     readme.add_argument("--check", action="store_true", help="exit 1 if the README is stale, change nothing")

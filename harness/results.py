@@ -138,6 +138,10 @@ class ResultWriter:
         data[key] = value
         self._commit(data)
 
+    def update(self, values: dict):
+        """Set several top-level keys in one write, so readers never see them out of step with each other."""
+        self._commit({**self._data, **values})
+
     @property
     def data(self) -> dict:
         return copy.deepcopy(self._data)

@@ -1,0 +1,320 @@
+"""`vlabench eval`: plan the episodes, set up the simulator, build the policy, run the workers and keep the
+result file current (kind "eval": `episodes` appended as they finish, `success_rate` per suite and task,
+`throughput` at the end). A scenario's `eval` block supplies defaults and the rung whose options the
+evaluated model runs with (by default the ladder's final rung).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError, describe
+from ..results import ResultWriter, provenance
+from .protocol import (DUMMY_ACTION, IMAGE_SIZE, RENDER_SIZE, REPLAN_STEPS, SEED, SUITE_MAX_STEPS, TRIALS,
+                       WAIT_STEPS)
+
+EVAL_KEYS = ("suite", "suites", "tasks", "trials", "policy", "checkpoint", "workers", "rung", "seed", "model_size")
+
+
+@dataclass
+class EvalConfig:
+    suites: list[str]
+    tasks: list[int] | None = None
+    trials: int = TRIALS
+    policy: str = "pi05"
+    checkpoint: str | None = None
+    workers: int = 1
+    out: Path | None = None
+    resume: bool = False
+    assets: str | None = None
+    renderer: str | None = None
+    seed: int = SEED
+    model_size: str = "full"
+    device: str | None = None
+    dtype: str | None = None
+    tokenizer: str | None = None
+    videos: object = None  # None, "all" or a set of (task, trial)
+    batch_wait_s: float = 0.05
+    episode_timeout_s: float | None = 1800.0
+    options: dict | None = None  # model options of a scenario's rung
+    scenario: dict | None = None  # {"name", "path", "sha256", "rung"} when run from a scenario
+    init_states: dict | None = None  # {(suite, task): states} replacing the stored initial states
+    max_steps: int | None = None  # replaces the suites' step limits: short smoke runs, not the protocol
+
+
+def eval_block(scenario, rung_name: str | None = None) -> tuple[dict, dict, str]:
+    """The scenario's eval block checked: (settings, the rung's cumulative options, rung name)."""
+    raw = scenario.eval
+    if raw is None:
+        raise InputError(scenario.path, "eval", "an eval block (suite, checkpoint, ...)", "none")
+
+    def fail(key, expected, value):
+        raise InputError(scenario.path, f"eval.{key}", expected, describe(value))
+
+    for key in raw:
+        if key not in EVAL_KEYS:
+            fail(key, "a known key (" + ", ".join(EVAL_KEYS) + ")", f"unknown key {key!r}")
+    settings = {}
+    suites = raw.get("suites", [raw["suite"]] if "suite" in raw else None)
+    if not isinstance(suites, list) or not suites or any(s not in SUITE_MAX_STEPS for s in suites):
+        fail("suite", "a LIBERO suite (" + ", ".join(SUITE_MAX_STEPS) + ")", raw.get("suites", raw.get("suite")))
+    settings["suites"] = suites
+    for key in ("trials", "workers", "seed"):
+        if key in raw:
+            if not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < (0 if key == "seed" else 1):
+                fail(key, "a positive integer" if key != "seed" else "an integer >= 0", raw[key])
+            settings[key] = raw[key]
+    if "tasks" in raw:
+        tasks = raw["tasks"]
+        if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                                                  for t in tasks):
+            fail("tasks", "a list of task indices", tasks)
+        settings["tasks"] = tasks
+    for key in ("policy", "checkpoint", "model_size"):
+        if key in raw:
+            if not isinstance(raw[key], str) or not raw[key]:
+                fail(key, "a non-empty string", raw[key])
+            settings[key] = raw[key]
+    name = rung_name or raw.get("rung") or scenario.ladder[-1].name
+    rungs = {r.name: r for r in scenario.ladder}
+    if name not in rungs:
+        raise InputError(scenario.path, "eval.rung", "a rung of the ladder (" + ", ".join(rungs) + ")", repr(name))
+    return settings, dict(rungs[name].cumulative), name
+
+
+def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list]:
+    """Finished episodes of an earlier run into the same file (for --resume): (ok records, provenances)."""
+    try:
+        old = json.loads(out.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(str(out), None, "a readable eval result to resume", str(e)) from None
+    if old.get("kind") != "eval":
+        raise InputError(str(out), "kind", "an eval result to resume", describe(old.get("kind")))
+    before = old.get("policy") or {}
+    for key in ("name", "checkpoint", "model_size"):
+        if before.get(key) != policy_desc.get(key):
+            raise InputError(str(out), f"policy.{key}", f"{policy_desc.get(key)!r} (the policy evaluated now)",
+                             f"{before.get(key)!r}: use another --out")
+    kept = [e for e in old.get("episodes", []) if e.get("status") == "ok"]
+    return kept, [old.get("provenance"), *old.get("provenance_earlier", [])]
+
+
+def default_out(cfg: EvalConfig) -> Path:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("runs") / f"eval-{'-'.join(cfg.suites)}-{cfg.policy}-{stamp}.json"
+
+
+def _target(policy) -> dict:
+    import torch
+
+    from ..hardware import detect_target
+
+    target = detect_target()
+    device = getattr(policy, "device", None)
+    on_gpu = device is not None and device.type == "cuda"
+    return {"name": target.name, "backend": target.backend,
+            "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+            "device_count": torch.cuda.device_count() if on_gpu else 1}
+
+
+def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
+    from . import sim
+    from .policies import make_policy
+    from .runner import EvalRunner, plan_episodes, success_rates, throughput
+
+    setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
+    progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
+    episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
+    kwargs = {}
+    if cfg.policy == "pi05":
+        kwargs = dict(device=cfg.device, dtype=cfg.dtype, model_size=cfg.model_size, tokenizer=cfg.tokenizer,
+                      seed=cfg.seed, options=cfg.options)
+    t0 = time.perf_counter()
+    policy = make_policy(cfg.policy, cfg.checkpoint, **kwargs)
+    progress(f"policy: {cfg.policy} ready in {time.perf_counter() - t0:.1f}s")
+
+    out = Path(cfg.out or default_out(cfg))
+    kept, earlier = ([], [])
+    if cfg.resume and out.exists():
+        kept, earlier = _load_previous(out, policy.describe())
+        done_keys = {(e["suite"], e["task"], e["trial"]) for e in kept}
+        kept = [e for e in kept if (e["suite"], e["task"], e["trial"]) in {ep.key for ep in episodes}]
+        episodes = [ep for ep in episodes if ep.key not in done_keys]
+        progress(f"resume: {len(kept)} finished episodes kept, {len(episodes)} to run")
+    header = {
+        "kind": "eval",
+        "scenario": cfg.scenario or {"name": f"libero-eval-{cfg.policy}", "path": None, "sha256": None},
+        "target": _target(policy),
+        "provenance": provenance(command),
+        "workload": {"model": cfg.policy, "suites": cfg.suites, "tasks": cfg.tasks, "trials": cfg.trials,
+                     "workers": cfg.workers, "seed": cfg.seed,
+                     "protocol": {"max_steps": {s: cfg.max_steps or SUITE_MAX_STEPS[s] for s in cfg.suites},
+                                  "wait_steps": WAIT_STEPS,
+                                  "dummy_action": list(DUMMY_ACTION), "replan_steps": REPLAN_STEPS,
+                                  "render_size": RENDER_SIZE, "image_size": IMAGE_SIZE, "rotate_180": True,
+                                  "state": "eef_pos + axis_angle + gripper_qpos",
+                                  "custom_init_states": sorted(f"{s}/{t}" for s, t in (cfg.init_states or {}))}},
+        "policy": policy.describe(),
+        "sim": setup.as_dict(),
+        "errors_count_as_failures": True,
+        "episodes": kept,
+        "success_rate": success_rates(kept),
+    }
+    if earlier:
+        header["provenance_earlier"] = earlier
+    writer = ResultWriter(out, header)
+    records = list(kept)
+
+    def on_episode(record: dict):
+        records.append(record)
+        writer.update({"episodes": records, "success_rate": success_rates(records)})
+
+    video_dir = out.with_name(out.stem + "-videos") if cfg.videos else None
+    runner = EvalRunner(policy, setup.env, workers=cfg.workers, batch_wait_s=cfg.batch_wait_s,
+                        episode_timeout_s=cfg.episode_timeout_s, progress=progress, on_episode=on_episode,
+                        video_dir=video_dir)
+    progress(f"{len(episodes)} episodes on {runner.n_workers} workers -> {out}")
+    start = time.perf_counter()
+    try:
+        new = runner.run(episodes)
+    finally:
+        writer.set("throughput", throughput(records[len(kept):], time.perf_counter() - start, runner, policy))
+    data = writer.data
+    data["_new_episodes"] = len(new)
+    data["_path"] = str(out)
+    return data
+
+
+def summary_table(result: dict) -> str:
+    """Success rate per task and suite with the Wilson interval, and the throughput."""
+    from tabulate import tabulate
+
+    rows = []
+    for key, entry in result.get("success_rate", {}).items():
+        rate = entry["rate"]
+        rows.append([key, f"{entry['successes']}/{entry['trials']}", "-" if rate is None else f"{100 * rate:.1f}%",
+                     f"{100 * entry['wilson_low']:.1f}-{100 * entry['wilson_high']:.1f}%", entry.get("errors", 0)])
+    text = tabulate(rows, headers=["suite/task", "successes", "rate", "95% Wilson", "errors"])
+    tp = result.get("throughput") or {}
+    if tp.get("env_steps_per_s"):
+        text += (f"\nthroughput: {tp['env_steps_per_s']:.1f} env steps/s with {tp['workers']} workers "
+                 f"({tp['env_steps']} steps in {tp['wall_s']:.0f}s), {tp['policy_calls']} policy calls, "
+                 f"mean batch {tp['batch_size_mean'] or 0:.1f}")
+        lat = tp.get("policy_latency_s")
+        if lat:
+            text += f", latency per call median {1000 * lat['median']:.0f} ms"
+    return text
+
+
+__all__ = ["EvalConfig", "eval_block", "run_eval", "summary_table"]
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(what, None, "comma-separated integers like 0,1,2", repr(text)) from None
+    if not values or min(values) < 0:
+        raise InputError(what, None, "comma-separated non-negative integers like 0,1,2", repr(text))
+    return values
+
+
+def _videos(text: str | None):
+    """--videos all | TASK:TRIAL,...  (e.g. 0:0,3:1)"""
+    if not text:
+        return None
+    if text == "all":
+        return "all"
+    chosen = set()
+    for item in text.split(","):
+        try:
+            task, trial = (int(v) for v in item.split(":"))
+        except ValueError:
+            raise InputError("--videos", None, "all or TASK:TRIAL pairs like 0:0,3:1", repr(text)) from None
+        chosen.add((task, trial))
+    return chosen
+
+
+def add_eval_arguments(p) -> None:
+    p.add_argument("--suite", help="LIBERO suite(s), comma-separated: " + ", ".join(SUITE_MAX_STEPS))
+    p.add_argument("--tasks", help="task indices, comma-separated (default: every task of the suite)")
+    p.add_argument("--trials", type=int, help=f"episodes per task, from its stored initial states (default {TRIALS})")
+    p.add_argument("--policy", choices=("pi05", "noop"), help="policy (default pi05)")
+    p.add_argument("--checkpoint", help="Pi0.5 checkpoint: a folder or .safetensors file (openpi or LeRobot layout), "
+                                        "a Hugging Face Hub id (e.g. lerobot/pi05_libero), or 'random'")
+    p.add_argument("--model-size", choices=("full", "tiny"), help="model size for --checkpoint random (default full)")
+    p.add_argument("--workers", type=int, help="environment worker processes (default 1)")
+    p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
+    p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
+    p.add_argument("--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, "
+                                    "else LIBERO downloads them)")
+    p.add_argument("--render", choices=("egl", "osmesa"), help="MuJoCo GL backend (default: egl with a GPU or "
+                                                              "Mesa EGL, else osmesa)")
+    p.add_argument("--device", help="policy device (default cuda if available, else cpu)")
+    p.add_argument("--dtype", choices=("bf16", "fp32"), help="policy dtype (default bf16 on GPUs, fp32 on CPUs)")
+    p.add_argument("--tokenizer", help="PaliGemma tokenizer.model (default: the checkpoint's, else the Hub's)")
+    p.add_argument("--seed", type=int, help=f"environment and sampling seed (default {SEED})")
+    p.add_argument("--videos", help="record episodes as videos: all, or TASK:TRIAL pairs like 0:0,3:1")
+    p.add_argument("--batch-wait", type=float, default=0.05, metavar="S",
+                   help="longest wait for more environments to join a policy batch (default 0.05 s)")
+    p.add_argument("--episode-timeout", type=float, default=1800.0, metavar="S",
+                   help="an episode running longer is recorded as error and its worker replaced (default 1800)")
+    p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
+    p.add_argument("--scenario", help="take defaults from this scenario's eval block (the model runs with the "
+                                      "options of its final rung, or --rung)")
+    p.add_argument("--rung", help="with --scenario: the rung whose options the model runs with")
+
+
+def config_from_args(args) -> EvalConfig:
+    settings, options, scenario = {}, None, None
+    if args.scenario:
+        from ..scenario import load_scenario
+
+        sc = load_scenario(args.scenario)
+        settings, options, rung = eval_block(sc, args.rung)
+        scenario = {"name": sc.name, "path": sc.path, "sha256": sc.sha256, "rung": rung}
+    elif args.rung:
+        raise InputError("--rung", None, "--scenario with it", "--rung alone")
+    suites = args.suite.split(",") if args.suite else settings.get("suites")
+    if not suites:
+        raise InputError("--suite", None, "a LIBERO suite (" + ", ".join(SUITE_MAX_STEPS) + ")", "nothing")
+    unknown = [s for s in suites if s not in SUITE_MAX_STEPS]
+    if unknown:
+        raise InputError("--suite", None, "LIBERO suites (" + ", ".join(SUITE_MAX_STEPS) + ")", ", ".join(unknown))
+    pick = lambda arg, key, default: arg if arg is not None else settings.get(key, default)  # noqa: E731
+    trials, workers = pick(args.trials, "trials", TRIALS), pick(args.workers, "workers", 1)
+    if trials < 1 or workers < 1:
+        raise InputError("--trials/--workers", None, "positive integers", f"{trials}, {workers}")
+    return EvalConfig(
+        suites=suites, tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
+        trials=trials, policy=pick(args.policy, "policy", "pi05"), checkpoint=pick(args.checkpoint, "checkpoint", None),
+        workers=workers, out=args.out, resume=args.resume, assets=args.assets, renderer=args.render,
+        seed=pick(args.seed, "seed", SEED), model_size=pick(args.model_size, "model_size", "full"),
+        device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, videos=_videos(args.videos),
+        batch_wait_s=args.batch_wait, episode_timeout_s=args.episode_timeout, options=options, scenario=scenario,
+        max_steps=args.max_steps)
+
+
+def cmd_eval(args) -> int:
+    import shlex
+    import sys
+
+    cfg = config_from_args(args)
+    try:
+        result = run_eval(cfg, ["vlabench", *sys.argv[1:]], progress=lambda line: print(line, flush=True))
+    except ValueError as e:  # bad task indices, trial counts, checkpoint contents: one line, no traceback
+        raise RuntimeError(str(e)) from None
+    print()
+    print(summary_table(result))
+    print(f"\nresult: {result['_path']}")
+    errors = sum(e.get("status") == "error" for e in result["episodes"])
+    if errors:
+        print(f"{errors} episodes ended in an error (see failure_reason); the same command with "
+              f"--out {shlex.quote(result['_path'])} --resume runs them again", file=sys.stderr)
+        return 1
+    return 0

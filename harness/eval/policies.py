@@ -1,0 +1,367 @@
+"""Policies for LIBERO evaluation: a small interface, a no-op policy and Pi0.5.
+
+A policy takes a batch of observations (each: `image` and `wrist_image` uint8 224x224x3, `state` float32 [8],
+`prompt` str, `noise_seed` int) and returns one action chunk [H, 7] per observation. The runner batches the
+observations of every environment waiting for a chunk into one `infer` call.
+
+Pi0.5 follows its checkpoint: normalisation statistics (quantile or mean/std) and prompt format come from
+the checkpoint's files, which differ between the two layouts:
+- openpi (converted): `config.json` (action_horizon; discrete_state_input, which openpi's pi05_libero
+  turns off) and `assets/<dataset>/norm_stats.json`; without discrete state the prompt is the cleaned
+  instruction and a newline, tokenised separately, as openpi does.
+- LeRobot: `config.json` (chunk_size, max_state_dim, tokenizer_max_length, normalization_mapping) and the
+  normaliser statistics named by `policy_preprocessor.json`; the state, padded to max_state_dim, is
+  discretised into 256 bins inside the prompt "Task: ..., State: ...;\\nAction: ".
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .protocol import ACTION_DIM, DUMMY_ACTION, SEED
+
+PALIGEMMA_VOCAB = 257152
+PALIGEMMA_TOKENIZER_REPO = "google/paligemma-3b-pt-224"
+HUB_PATTERNS = ["*.safetensors", "*.json", "assets/**", "*.model"]
+
+
+class PolicyError(RuntimeError):
+    """A policy that cannot be built (bad checkpoint, missing tokenizer, ...), in one line."""
+
+
+class Policy:
+    name = "policy"
+
+    def infer(self, observations: list[dict]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+
+class NoopPolicy(Policy):
+    """Holds still with the gripper open: a floor for success rates and a way to test the machinery."""
+
+    name = "noop"
+
+    def __init__(self, horizon: int = 10):
+        self.horizon = horizon
+
+    def infer(self, observations):
+        return [np.tile(np.asarray(DUMMY_ACTION, dtype=np.float32), (self.horizon, 1)) for _ in observations]
+
+    def describe(self):
+        return {"name": self.name, "horizon": self.horizon}
+
+
+# ----------------------------------------------------------------------------- tokenizers
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens (BOS 2, bytes from 3): for models without a trained vocabulary (tiny test
+    models, random weights), where any fixed tokenisation serves as well and needs no download."""
+
+    name = "bytes"
+
+    def __init__(self, vocab: int):
+        if vocab < 259:
+            raise PolicyError(f"the byte tokenizer needs a vocabulary of at least 259, the model has {vocab}")
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        return ([2] if add_bos else []) + [3 + b for b in text.encode("utf-8")]
+
+
+class SentencePieceTokenizer:
+    """PaliGemma's SentencePiece tokenizer (`tokenizer.model`)."""
+
+    def __init__(self, path):
+        try:
+            import sentencepiece
+        except ImportError:
+            raise PolicyError("the PaliGemma tokenizer needs sentencepiece: install vlabench[sim]") from None
+        self.name = str(path)
+        self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        return self._sp.encode(text, add_bos=add_bos)
+
+
+def find_tokenizer(checkpoint_dir: Path | None, explicit: str | None):
+    """--tokenizer, else a tokenizer.model in the checkpoint, else PaliGemma's from the Hub."""
+    if explicit:
+        if explicit == "bytes":
+            return None
+        if not Path(explicit).is_file():
+            raise PolicyError(f"--tokenizer: expected a SentencePiece model file, got {explicit!r} (no such file)")
+        return SentencePieceTokenizer(explicit)
+    for name in ("tokenizer.model", "paligemma_tokenizer.model"):
+        if checkpoint_dir is not None and (checkpoint_dir / name).is_file():
+            return SentencePieceTokenizer(checkpoint_dir / name)
+    try:
+        from huggingface_hub import hf_hub_download
+        return SentencePieceTokenizer(hf_hub_download(PALIGEMMA_TOKENIZER_REPO, "tokenizer.model"))
+    except Exception as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise PolicyError(f"no PaliGemma tokenizer: none in the checkpoint and the Hub download of "
+                          f"{PALIGEMMA_TOKENIZER_REPO} failed ({reason}); pass --tokenizer PATH/tokenizer.model") from None
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+@dataclass
+class Normalizer:
+    """Per-dimension normalisation of one feature: quantile (q01/q99 -> [-1, 1]), mean/std or identity.
+    openpi adds its epsilon to every denominator, LeRobot only to zero ones; `eps_always` says which."""
+
+    mode: str = "identity"  # identity | quantile | mean_std
+    low: np.ndarray | None = None  # q01 or mean
+    high: np.ndarray | None = None  # q99 or std
+    eps: float = 1e-6
+    eps_always: bool = True
+
+    def _span(self, n: int) -> np.ndarray:
+        span = (self.high[:n] - self.low[:n]) if self.mode == "quantile" else self.high[:n]
+        if self.eps_always:
+            return span + self.eps
+        return np.where(span == 0, self.eps, span)
+
+    def normalize(self, x: np.ndarray) -> np.ndarray:
+        n = x.shape[-1]
+        if self.mode == "quantile":
+            return (x - self.low[:n]) / self._span(n) * 2.0 - 1.0
+        if self.mode == "mean_std":
+            return (x - self.low[:n]) / self._span(n)
+        return x
+
+    def unnormalize(self, x: np.ndarray) -> np.ndarray:
+        n = x.shape[-1]
+        if self.mode == "quantile":
+            return (x + 1.0) / 2.0 * self._span(n) + self.low[:n]
+        if self.mode == "mean_std":
+            return x * (self._span(n) if self.eps_always else self.high[:n]) + self.low[:n]
+        return x
+
+
+def _normalizer(mode: str, stats: dict, eps: float, eps_always: bool, what: str) -> Normalizer:
+    if mode == "identity":
+        return Normalizer()
+    keys = ("q01", "q99") if mode == "quantile" else ("mean", "std")
+    if not all(k in stats for k in keys):
+        raise PolicyError(f"{what}: {mode} normalisation needs {', '.join(keys)}, the checkpoint has "
+                          f"{', '.join(sorted(stats)) or 'none'}")
+    low, high = (np.asarray(stats[k], dtype=np.float64).reshape(-1) for k in keys)
+    return Normalizer(mode, low, high, eps, eps_always)
+
+
+@dataclass
+class CheckpointMeta:
+    """What a Pi0.5 checkpoint says about inference besides its weights."""
+
+    layout: str
+    horizon: int = 50
+    max_tokens: int = 200
+    state_in_prompt: bool = True
+    state_pad: int | None = None  # pad the state to this many values before discretising (LeRobot)
+    sample_steps: int = 10
+    state_norm: Normalizer = field(default_factory=Normalizer)
+    action_norm: Normalizer = field(default_factory=Normalizer)
+    stats_source: str | None = None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PolicyError(f"{path}: unreadable JSON ({e})") from None
+
+
+def openpi_meta(folder: Path) -> CheckpointMeta:
+    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    # openpi's pi05_libero trains without the discretised state; its converted config.json does not say so.
+    meta = CheckpointMeta(layout="openpi", horizon=int(config.get("action_horizon", 10)),
+                          max_tokens=int(config.get("max_token_len", 200)),
+                          state_in_prompt=bool(config.get("discrete_state_input", False)))
+    found = sorted((folder / "assets").glob("**/norm_stats.json")) if (folder / "assets").is_dir() else []
+    if len(found) > 1:
+        raise PolicyError(f"{folder}: several norm_stats.json under assets/ ({', '.join(str(p) for p in found)}); "
+                          "keep the one of the evaluated dataset")
+    if found:
+        stats = _read_json(found[0]).get("norm_stats", {})
+        # openpi normalises Pi0.5 inputs with quantiles (its use_quantile_norm), epsilon 1e-6 always added.
+        meta.state_norm = _normalizer("quantile", stats.get("state", {}), 1e-6, True, f"{found[0]}: state")
+        meta.action_norm = _normalizer("quantile", stats.get("actions", {}), 1e-6, True, f"{found[0]}: actions")
+        meta.stats_source = str(found[0])
+    return meta
+
+
+def lerobot_meta(folder: Path) -> CheckpointMeta:
+    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    meta = CheckpointMeta(layout="lerobot", horizon=int(config.get("chunk_size", 50)),
+                          max_tokens=int(config.get("tokenizer_max_length", 200)), state_in_prompt=True,
+                          state_pad=int(config.get("max_state_dim", 32)),
+                          sample_steps=int(config.get("num_inference_steps", 10)))
+    pre = folder / "policy_preprocessor.json"
+    if not pre.is_file():
+        return meta
+    steps = _read_json(pre).get("steps", [])
+    step = next((s for s in steps if s.get("registry_name") == "normalizer_processor"), None)
+    if step is None or not step.get("state_file"):
+        return meta
+    from safetensors.torch import load_file
+
+    flat = load_file(str(folder / step["state_file"]))
+    stats: dict[str, dict] = {}
+    for key, tensor in flat.items():
+        feature, stat = key.rsplit(".", 1)
+        stats.setdefault(feature, {})[stat] = tensor.float().numpy()
+    cfg = step.get("config", {})
+    norm_map = {**config.get("normalization_mapping", {}), **cfg.get("norm_map", {})}
+    eps = float(cfg.get("eps", 1e-8))
+    modes = {"QUANTILES": "quantile", "MEAN_STD": "mean_std", "IDENTITY": "identity"}
+    for kind, feature, attr in (("STATE", "observation.state", "state_norm"), ("ACTION", "action", "action_norm")):
+        mode = norm_map.get(kind, "IDENTITY")
+        if mode not in modes:
+            raise PolicyError(f"{pre}: {kind} normalisation {mode!r} is not supported ({', '.join(modes)})")
+        setattr(meta, attr, _normalizer(modes[mode], stats.get(feature, {}), eps, False, f"{pre}: {feature}"))
+    meta.stats_source = str(folder / step["state_file"])
+    return meta
+
+
+def resolve_checkpoint(spec: str) -> Path:
+    """A local file or folder, else a Hugging Face Hub id downloaded (safetensors, JSON, stats, tokenizer)."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", spec):
+        try:
+            from huggingface_hub import snapshot_download
+            return Path(snapshot_download(spec, allow_patterns=HUB_PATTERNS))
+        except Exception as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise PolicyError(f"checkpoint {spec!r}: not a local path, and downloading it from the Hugging Face "
+                              f"Hub failed ({reason})") from None
+    raise PolicyError(f"checkpoint {spec!r}: no such file or folder (and not a Hub id like lerobot/pi05_libero)")
+
+
+def clean_prompt(text: str) -> str:
+    return text.strip().replace("_", " ").replace("\n", " ")
+
+
+def discretize_state(state: np.ndarray) -> np.ndarray:
+    """A normalised state in [-1, 1] as 256-bin indices, as both reference implementations do."""
+    return np.digitize(state, bins=np.linspace(-1, 1, 256 + 1)[:-1]) - 1
+
+
+class Pi05Policy(Policy):
+    """Our Pi0.5 model's `sample_actions` on batched LIBERO observations."""
+
+    name = "pi05"
+
+    def __init__(self, checkpoint: str, device: str | None = None, dtype: str | None = None,
+                 model_size: str = "full", tokenizer: str | None = None, seed: int = SEED,
+                 options: dict | None = None):
+        from models.pi05 import SIZES, Pi05Model, apply_options, init_weights, parse_options
+        from models.pi05.checkpoint import CheckpointError, load_pi05
+
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, None: None}[dtype] or (
+            torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+        self.seed = seed
+        self.checkpoint = checkpoint
+        if checkpoint == "random":  # random weights: for throughput runs and tests, no files needed
+            if model_size not in SIZES:
+                raise PolicyError(f"--model-size: expected one of {', '.join(SIZES)}, got {model_size!r}")
+            with torch.device(self.device):
+                model = Pi05Model(SIZES[model_size])
+            init_weights(model, seed)
+            self.model_size, folder = model_size, None
+            self.meta = CheckpointMeta(layout="random", state_pad=32)
+        else:
+            path = resolve_checkpoint(checkpoint)
+            folder = path if path.is_dir() else path.parent
+            try:
+                model, self.model_size, layout = load_pi05(path, self.device)
+            except CheckpointError as e:
+                raise PolicyError(str(e)) from None
+            self.meta = lerobot_meta(folder) if layout == "lerobot" else openpi_meta(folder)
+        model = model.to(self.dtype)
+        # Absent cameras cost nothing with camera_slots auto (identical outputs: their tokens are masked);
+        # SDPA is the inference kernel on GPUs, eager keeps CPU runs simple. A scenario's rung options (its
+        # eval block) replace these; recompute only matters for training.
+        defaults = {"camera_slots": "auto", "attention": "sdpa" if self.device.type == "cuda" else "eager",
+                    "compile": "none"}
+        self.options = {**defaults, **(options or {}), "recompute": "none"}
+        self.model = apply_options(model, parse_options(self.options)).eval()
+        self.cfg = self.model.cfg
+        self.tokenizer = (ByteTokenizer(self.cfg.vocab) if self.cfg.vocab != PALIGEMMA_VOCAB or checkpoint == "random"
+                          or tokenizer == "bytes" else find_tokenizer(folder, tokenizer))
+        self.latencies: list[tuple[int, float]] = []  # (batch size, seconds) per infer call
+
+    def describe(self) -> dict:
+        m = self.meta
+        return {"name": self.name, "checkpoint": self.checkpoint, "layout": m.layout, "model_size": self.model_size,
+                "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""), "horizon": m.horizon,
+                "sample_steps": m.sample_steps, "max_tokens": m.max_tokens, "state_in_prompt": m.state_in_prompt,
+                "state_pad": m.state_pad, "tokenizer": getattr(self.tokenizer, "name", None),
+                "state_norm": m.state_norm.mode, "action_norm": m.action_norm.mode, "stats": m.stats_source,
+                "options": self.options}
+
+    def tokens(self, prompt: str, state: np.ndarray) -> list[int]:
+        text = clean_prompt(prompt)
+        if not self.meta.state_in_prompt:  # openpi without discrete state: text, then "\n" on its own
+            return self.tokenizer.encode(text, add_bos=True) + self.tokenizer.encode("\n")
+        norm = self.meta.state_norm.normalize(state.astype(np.float64))
+        if self.meta.state_pad and len(norm) < self.meta.state_pad:
+            norm = np.concatenate([norm, np.zeros(self.meta.state_pad - len(norm))])
+        state_str = " ".join(str(int(v)) for v in discretize_state(norm))
+        return self.tokenizer.encode(f"Task: {text}, State: {state_str};\nAction: ", add_bos=True)
+
+    def make_batch(self, observations: list[dict]) -> tuple[dict, torch.Tensor]:
+        n, length = len(observations), self.meta.max_tokens
+        tokens = torch.zeros((n, length), dtype=torch.long)
+        masks = torch.zeros((n, length), dtype=torch.bool)
+        for i, obs in enumerate(observations):
+            ids = self.tokens(obs["prompt"], obs["state"])[:length]
+            tokens[i, :len(ids)] = torch.tensor(ids)
+            masks[i, :len(ids)] = True
+        pixels = np.stack([np.stack([o["image"], o["wrist_image"]]) for o in observations])  # [B, 2, H, W, 3]
+        images = torch.from_numpy(pixels).to(self.device).permute(0, 1, 4, 2, 3).float() / 127.5 - 1.0
+        size = self.cfg.vision.image_size
+        if images.shape[-1] != size:  # small test models see smaller images
+            images = torch.nn.functional.interpolate(images.flatten(0, 1), size=(size, size), mode="bilinear",
+                                                     align_corners=False).unflatten(0, (n, 2))
+        # One generator per observation: an episode's noise does not depend on which others share its batch.
+        noise = torch.stack([torch.randn((self.meta.horizon, self.cfg.action_dim),
+                                         generator=torch.Generator().manual_seed(int(o.get("noise_seed", 0))))
+                             for o in observations])
+        batch = {"images": images.to(self.dtype), "image_masks": torch.ones((n, 2), dtype=torch.bool, device=self.device),
+                 "tokens": tokens.to(self.device), "token_masks": masks.to(self.device)}
+        return batch, noise.to(self.device, self.dtype)
+
+    @torch.no_grad()
+    def infer(self, observations):
+        batch, noise = self.make_batch(observations)
+        start = time.perf_counter()
+        actions = self.model.sample_actions(batch, noise=noise, steps=self.meta.sample_steps)
+        actions = actions.float().cpu().numpy()  # waits for the device: the latency below is complete
+        self.latencies.append((len(observations), time.perf_counter() - start))
+        actions = actions[:, :, :ACTION_DIM].astype(np.float64)
+        return [self.meta.action_norm.unnormalize(a).astype(np.float32) for a in actions]
+
+
+POLICIES = ("pi05", "noop")
+
+
+def make_policy(name: str, checkpoint: str | None = None, **kwargs) -> Policy:
+    if name == "noop":
+        return NoopPolicy()
+    if name == "pi05":
+        if not checkpoint:
+            raise PolicyError("--policy pi05 needs --checkpoint PATH_OR_HUB_ID (or 'random' for random weights)")
+        return Pi05Policy(checkpoint, **kwargs)
+    raise PolicyError(f"--policy: expected one of {', '.join(POLICIES)}, got {name!r}")

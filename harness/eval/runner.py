@@ -1,0 +1,293 @@
+"""Parallel LIBERO evaluation: N environment worker processes, one batched policy call for every
+environment waiting for an action chunk, episode records appended to the result file as they finish.
+
+A worker that dies (crash, kill, episode timeout) costs its episode, recorded as `error`, and is replaced.
+Episodes that errored count as failed trials in the success rates (as openpi counts an episode that
+raised), and `--resume` runs them again; finished `ok` episodes are kept and skipped.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..stats import rate_summary
+from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS
+
+
+@dataclass
+class EpisodeSpec:
+    suite: str
+    task: dict  # TaskInfo as a dict (it travels to the worker)
+    trial: int  # index of the stored initial state
+    init_state: np.ndarray
+    max_steps: int
+    seed: int = SEED
+    record: bool = False
+
+    @property
+    def key(self) -> tuple:
+        return (self.suite, self.task["index"], self.trial)
+
+    def message(self) -> dict:
+        # The noise seed makes an episode's sampled actions independent of batching and worker count.
+        noise_seed = (self.seed * 1_000_003 + sum(map(ord, self.suite)) * 10_007 + self.task["index"] * 101
+                      + self.trial)
+        return {"task": self.task, "init_state": self.init_state, "max_steps": self.max_steps, "seed": self.seed,
+                "episode_seed": self.seed + self.trial, "record": self.record, "noise_seed": noise_seed}
+
+
+def plan_episodes(suites: list[str], tasks: list[int] | None, trials: int, seed: int = SEED,
+                  init_states: dict | None = None, videos=None, max_steps: int | None = None) -> list[EpisodeSpec]:
+    """Episodes in task order; `init_states` may replace a task's stored states: {(suite, task): array};
+    `max_steps` replaces the suites' step limits (short runs for tests and smoke checks, not the protocol)."""
+    from .env import read_init_states, suite_tasks
+
+    episodes = []
+    for suite in suites:
+        if suite not in SUITE_MAX_STEPS:
+            raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITE_MAX_STEPS)}")
+        all_tasks = suite_tasks(suite)
+        chosen = list(range(len(all_tasks))) if tasks is None else tasks
+        for index in chosen:
+            if not 0 <= index < len(all_tasks):
+                raise ValueError(f"--tasks: {suite} has tasks 0..{len(all_tasks) - 1}, got {index}")
+            task = all_tasks[index]
+            states = (init_states or {}).get((suite, index))
+            states = read_init_states(task.init_states_file) if states is None else np.asarray(states)
+            if trials > len(states):
+                raise ValueError(f"--trials {trials}: {suite} task {index} has {len(states)} stored initial states")
+            for trial in range(trials):
+                episodes.append(EpisodeSpec(suite, asdict(task), trial, states[trial],
+                                            max_steps or SUITE_MAX_STEPS[suite], seed,
+                                            record=_wants_video(videos, suite, index, trial)))
+    return episodes
+
+
+def _wants_video(videos, suite: str, task: int, trial: int) -> bool:
+    """videos: None, "all", or a set of (task, trial) / (suite, task, trial) tuples."""
+    if not videos:
+        return False
+    return videos == "all" or (task, trial) in videos or (suite, task, trial) in videos
+
+
+def success_rates(episodes: list[dict]) -> dict:
+    """Flat mapping: each suite ("libero_spatial") and each task ("libero_spatial/3") to its success-rate
+    entry {successes, trials, rate, wilson_low, wilson_high}; errored episodes count as failed trials."""
+    counts: dict[str, list[int]] = {}
+    for ep in episodes:
+        for key in (ep["suite"], f"{ep['suite']}/{ep['task']}"):
+            c = counts.setdefault(key, [0, 0, 0])
+            c[0] += bool(ep.get("success"))
+            c[1] += 1
+            c[2] += ep.get("status") == "error"
+    out = {}
+    for key in sorted(counts, key=lambda k: (k.split("/")[0], int(k.split("/")[1]) if "/" in k else -1)):
+        successes, trials, errors = counts[key]
+        out[key] = {**rate_summary(successes, trials), "errors": errors}
+    return out
+
+
+class _Slot:
+    """One worker process and what it is doing."""
+
+    def __init__(self, index: int, ctx, sim_env: dict):
+        from .workers import worker_main
+
+        self.index = index
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=worker_main, args=(child, sim_env), daemon=True,
+                                   name=f"vlabench-eval-worker-{index}")
+        self.process.start()
+        child.close()
+        self.episode: EpisodeSpec | None = None
+        self.started = 0.0
+        self.waiting: dict | None = None  # the observation awaiting a chunk
+
+    def stop(self, timeout: float = 5.0):
+        try:
+            self.conn.send(("stop", None))
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+class EvalRunner:
+    def __init__(self, policy, sim_env: dict, workers: int = 1, batch_wait_s: float = 0.05,
+                 episode_timeout_s: float | None = 1800.0, progress: Callable[[str], None] | None = None,
+                 on_episode: Callable[[dict], None] | None = None, video_dir: Path | None = None):
+        self.policy = policy
+        self.sim_env = sim_env
+        self.n_workers = max(1, workers)
+        self.batch_wait_s = batch_wait_s
+        self.episode_timeout_s = episode_timeout_s
+        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.on_episode = on_episode or (lambda record: None)
+        self.video_dir = video_dir
+        self.slots: list[_Slot] = []
+        self.policy_calls = 0
+        self.policy_s = 0.0
+        self.batch_sizes: list[int] = []
+        self.crashes = 0  # workers replaced
+
+    def _finish(self, slot: _Slot, record: dict, done: list, total: int):
+        spec = slot.episode
+        record = {"suite": spec.suite, "task": spec.task["index"], "task_name": spec.task["name"],
+                  "trial": spec.trial, "worker": slot.index, **record}
+        slot.episode, slot.waiting = None, None
+        frames = record.pop("frames", None)
+        if frames and self.video_dir is not None:
+            outcome = "success" if record.get("success") else "failure"
+            name = f"{spec.suite}-task{spec.task['index']}-trial{spec.trial}-{outcome}"
+            record["video"] = str(write_video(frames, Path(self.video_dir) / name))
+        done.append(record)
+        self.on_episode(record)
+        ok = sum(bool(r.get("success")) for r in done)
+        width = 20
+        filled = int(width * len(done) / max(total, 1))
+        what = "success" if record.get("success") else (record.get("failure_reason") or "failure")
+        self.progress(f"[{'#' * filled}{'.' * (width - filled)}] {len(done)}/{total} "
+                      f"success {ok}/{len(done)} = {100 * ok / len(done):.1f}% | {spec.suite} task {spec.task['index']} "
+                      f"trial {spec.trial}: {what}"
+                      + (f" after {record['steps']} steps" if record.get("steps") is not None else ""))
+
+    def _replace(self, slot: _Slot, ctx, reason: str, done: list, total: int):
+        """The worker died or hung: record its episode as an error and start a fresh worker in its place."""
+        code = slot.process.exitcode
+        if slot.process.is_alive():
+            slot.process.kill()
+        slot.process.join(5)
+        if slot.episode is not None:
+            self._finish(slot, {"status": "error", "success": False, "steps": None,
+                                "failure_reason": f"error: {reason}" + (f" (exit code {code})" if code else "")},
+                         done, total)
+        slot.conn.close()
+        self.slots[slot.index] = _Slot(slot.index, ctx, self.sim_env)
+        self.crashes += 1
+
+    def _flush(self, ready: list[_Slot]):
+        """One batched policy call for every environment waiting on a chunk."""
+        start = time.perf_counter()
+        chunks = self.policy.infer([s.waiting for s in ready])
+        self.policy_s += time.perf_counter() - start
+        self.policy_calls += 1
+        self.batch_sizes.append(len(ready))
+        for slot, chunk in zip(ready, chunks):
+            slot.waiting = None
+            try:
+                slot.conn.send(("chunk", np.asarray(chunk)))
+            except (OSError, ValueError):
+                pass  # it died meanwhile: its sentinel reports it on the next wait
+
+    def run(self, episodes: list[EpisodeSpec]) -> list[dict]:
+        if not episodes:
+            return []
+        ctx = mp.get_context("spawn")  # no fork: the parent holds threads, CUDA and maybe GL state
+        pending = list(episodes)
+        total = len(pending)
+        done: list[dict] = []
+        errors_in_a_row = 0
+        self.slots = [_Slot(i, ctx, self.sim_env) for i in range(min(self.n_workers, total))]
+        first_wait = None
+        try:
+            while pending or any(s.episode is not None for s in self.slots):
+                for slot in self.slots:
+                    if slot.episode is None and pending:
+                        slot.episode, slot.started = pending.pop(0), time.monotonic()
+                        try:
+                            slot.conn.send(("episode", slot.episode.message()))
+                        except (OSError, ValueError):
+                            pass  # reported by its sentinel
+                busy = [s for s in self.slots if s.episode is not None]
+                waiting = [s for s in busy if s.waiting is not None]
+                if waiting and (len(waiting) == len(busy) or first_wait is None
+                                or time.monotonic() - first_wait >= self.batch_wait_s):
+                    self._flush(waiting)
+                    first_wait = None
+                    continue
+                timeout = 1.0 if first_wait is None else max(0.0, first_wait + self.batch_wait_s - time.monotonic())
+                objects = {s.conn: s for s in self.slots} | {s.process.sentinel: s for s in self.slots}
+                for obj in wait(list(objects), timeout=timeout):
+                    slot = objects[obj]
+                    if self.slots[slot.index] is not slot:
+                        continue  # replaced earlier in this round
+                    if obj is slot.conn:
+                        try:
+                            kind, payload = slot.conn.recv()
+                        except (EOFError, OSError):
+                            self._replace(slot, ctx, "worker process died", done, total)
+                            continue
+                        if kind == "obs" and slot.episode is not None:
+                            slot.waiting = payload
+                            first_wait = first_wait or time.monotonic()
+                        elif kind == "done" and slot.episode is not None:
+                            errors_in_a_row = errors_in_a_row + 1 if payload["status"] == "error" else 0
+                            self._finish(slot, payload, done, total)
+                    elif not slot.process.is_alive():
+                        self._replace(slot, ctx, "worker process died", done, total)
+                now = time.monotonic()
+                for slot in list(self.slots):
+                    if (slot.episode is not None and self.episode_timeout_s
+                            and now - slot.started > self.episode_timeout_s):
+                        self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
+                if errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
+                    last = done[-1].get("failure_reason")
+                    raise RuntimeError(f"every episode so far failed to run (last: {last}); stopping the eval")
+        finally:
+            for slot in self.slots:
+                slot.stop()
+        return done
+
+
+def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -> dict:
+    """Env steps/s over the run (all workers together) and the policy's latency per batched call."""
+    env_steps = sum(r.get("env_steps") or 0 for r in records)
+    out = {"wall_s": wall_s, "episodes": len(records), "workers": runner.n_workers, "env_steps": env_steps,
+           "env_steps_per_s": env_steps / wall_s if wall_s > 0 else None,
+           "sim_steps_per_s_per_worker": (env_steps / sum(r.get("sim_s") or 0 for r in records)
+                                          if any(r.get("sim_s") for r in records) else None),
+           "policy_calls": runner.policy_calls,
+           "batch_size_mean": float(np.mean(runner.batch_sizes)) if runner.batch_sizes else None,
+           "policy_s_total": runner.policy_s, "worker_restarts": runner.crashes}
+    latencies = getattr(policy, "latencies", None)
+    if latencies:
+        secs = np.array([s for _, s in latencies])
+        sizes = np.array([n for n, _ in latencies])
+        out["policy_latency_s"] = {"median": float(np.median(secs)), "mean": float(secs.mean()),
+                                   "p90": float(np.percentile(secs, 90)), "min": float(secs.min()),
+                                   "max": float(secs.max()), "calls": int(len(secs)),
+                                   "first_call": float(secs[0])}
+        out["policy_latency_per_chunk_s"] = float(secs.sum() / sizes.sum())
+        out["policy_latency_by_batch_size"] = {  # median seconds per call, by how many chunks it produced
+            str(n): {"median_s": float(np.median(secs[sizes == n])), "calls": int((sizes == n).sum())}
+            for n in sorted(set(sizes.tolist()))}
+    return out
+
+
+def write_video(frames: list, path: Path, fps: int = 10) -> Path:
+    """The agentview frames of an episode as MP4 (imageio with ffmpeg) or, failing that, an animated GIF."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import imageio.v2 as imageio
+        imageio.mimwrite(path.with_suffix(".mp4"), frames, fps=fps)
+        return path.with_suffix(".mp4")
+    except Exception:
+        from PIL import Image
+        images = [Image.fromarray(f) for f in frames]
+        out = path.with_suffix(".gif")
+        images[0].save(out, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        return out
+
+
+__all__ = ["EpisodeSpec", "EvalRunner", "plan_episodes", "success_rates", "throughput", "write_video",
+           "TRIALS", "WAIT_STEPS"]
