@@ -250,9 +250,16 @@ def cpu_runs(tmp_path_factory):
     return runs
 
 
+# A tiny model's ~45 ms CPU steps move by several percent between two processes on a shared 2-core machine
+# (measured: up to ~7% even in the fastest steps while other jobs run), so these runs are gated at 10%;
+# the rules at the default 5% are tested above on exact step times.
+CPU_TOLERANCE = ["--tolerance", "10%"]
+
+
 @pytest.mark.slow
 def test_aa_runs_pass_five_times(cpu_runs, capsys):
-    codes = [main(["gate", cpu_runs[f"a{i + 1}"], "--baseline", cpu_runs[f"a{i}"]]) for i in range(5)]
+    codes = [main(["gate", cpu_runs[f"a{i + 1}"], "--baseline", cpu_runs[f"a{i}"], *CPU_TOLERANCE])
+             for i in range(5)]
     assert codes == [0] * 5, capsys.readouterr().out
 
 
@@ -260,10 +267,11 @@ def test_aa_runs_pass_five_times(cpu_runs, capsys):
 def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
     slowed = json.loads(Path(cpu_runs["slow30"]).read_text())["rungs"][0]
     assert slowed["test_slowdown"] == 0.3
-    assert main(["gate", cpu_runs["slow30"], "--baseline", cpu_runs["a5"]]) == 1, capsys.readouterr().out
+    assert main(["gate", cpu_runs["slow30"], "--baseline", cpu_runs["a5"], *CPU_TOLERANCE]) == 1
     out = capsys.readouterr().out
     assert "community  throughput   FAIL" in out and "test-only VLABENCH_TEST_SLOWDOWN" in out
-    assert main(["gate", cpu_runs["slow2"], "--baseline", cpu_runs["a6"]]) == 0, capsys.readouterr().out
+    assert main(["gate", cpu_runs["slow2"], "--baseline", cpu_runs["a6"], *CPU_TOLERANCE]) == 0, \
+        capsys.readouterr().out
 
 
 @pytest.mark.slow
