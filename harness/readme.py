@@ -52,10 +52,12 @@ def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> 
         parts += ["", f"![{title}]({figure_path(result).as_posix()})"]
     for path, result in results:
         parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
-    # Beside our results: the published figures of the sources that map onto a scenario we have results of;
-    # `vlabench compare --published` lists the rest.
+    # Beside our results: the published figures of the sources that map onto a scenario (or an evaluated
+    # suite) we have results of; `vlabench compare --published` lists the rest.
     scenarios = {r["scenario"]["name"] for _, r in results}
-    sources = {f.file for f in figures if (f.ours or {}).get("scenario") in scenarios}
+    suites = {suite for _, r in results for suite in (r.get("success_rate") or {})}
+    sources = {f.file for f in figures if (f.ours or {}).get("scenario") in scenarios
+               or (f.metric == "success_rate" and (f.ours or {}).get("suite") in suites)}
     mine = [f for f in figures if f.file in sources]
     if compare.columns(results):
         others = ", ".join(sorted({Path(f.file).name for f in figures if f.file not in sources}))

@@ -1,9 +1,9 @@
 """Published figures as data, per-hardware comparison tables and verdicts against the committed H200 result."""
 import copy
-import json
 import csv
 import dataclasses
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -201,3 +201,14 @@ def test_cli_compare_sets_evaluation_success_rates_beside_published_ones(tmp_pat
     assert rows["community-pi05-libero-10"]["ours"].startswith("96.4% (482/500")
     assert main(["compare", str(path)]) == 2  # without --published there is nothing to compare
     assert "expected at least one ladder result" in capsys.readouterr().err
+
+
+def test_an_untrained_policy_is_not_compared_with_published_success(h200):
+    _, result = h200
+    evaluated = dict(result, kind="eval", rungs=[], policy={"name": "pi05", "checkpoint": "random", "model_size": "full"},
+                     success_rate={"libero_spatial": {"successes": 0, "trials": 10, "rate": 0.0}})
+    (v,) = compare.verdicts([("e.json", evaluated)], [FIGURES["community-pi05-libero-spatial"]])
+    assert v.verdict == compare.NOT_COMPARABLE and v.why.startswith("the evaluated policy is pi05 (random weights")
+    trained = dict(evaluated, policy={"name": "pi05", "checkpoint": "lerobot/pi05_libero", "model_size": "full"})
+    assert compare.verdicts([("e.json", trained)], [FIGURES["community-pi05-libero-spatial"]])[0].verdict == \
+        compare.NOT_REPRODUCED
