@@ -94,11 +94,11 @@ def _default_out(name: str, target: str) -> Path:
 
 
 def cmd_show(args) -> int:
-    from .report import ladder_table
+    from .report import result_table
     from .results import load_result
 
     for path in args.results:
-        print(ladder_table(load_result(path), fmt=args.format))
+        print(result_table(load_result(path), fmt=args.format))  # ladder, recompute sweep or eval
         print()
     return EXIT_OK
 

@@ -139,6 +139,7 @@ class EvalRunner:
         self.policy_s = 0.0
         self.batch_sizes: list[int] = []
         self.crashes = 0  # workers replaced
+        self.errors_in_a_row = 0
 
     def _finish(self, slot: _Slot, record: dict, done: list, total: int):
         spec = slot.episode
@@ -151,6 +152,7 @@ class EvalRunner:
             name = f"{spec.suite}-task{spec.task['index']}-trial{spec.trial}-{outcome}"
             record["video"] = str(write_video(frames, Path(self.video_dir) / name))
         done.append(record)
+        self.errors_in_a_row = self.errors_in_a_row + 1 if record["status"] == "error" else 0
         self.on_episode(record)
         ok = sum(bool(r.get("success")) for r in done)
         width = 20
@@ -196,7 +198,6 @@ class EvalRunner:
         pending = list(episodes)
         total = len(pending)
         done: list[dict] = []
-        errors_in_a_row = 0
         self.slots = [_Slot(i, ctx, self.sim_env) for i in range(min(self.n_workers, total))]
         first_wait = None
         try:
@@ -231,7 +232,6 @@ class EvalRunner:
                             slot.waiting = payload
                             first_wait = first_wait or time.monotonic()
                         elif kind == "done" and slot.episode is not None:
-                            errors_in_a_row = errors_in_a_row + 1 if payload["status"] == "error" else 0
                             self._finish(slot, payload, done, total)
                     elif not slot.process.is_alive():
                         self._replace(slot, ctx, "worker process died", done, total)
@@ -240,7 +240,8 @@ class EvalRunner:
                     if (slot.episode is not None and self.episode_timeout_s
                             and now - slot.started > self.episode_timeout_s):
                         self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
-                if errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
+                # A setup problem (rendering, assets) fails every episode the same way: stop rather than burn them all.
+                if self.errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
                     last = done[-1].get("failure_reason")
                     raise RuntimeError(f"every episode so far failed to run (last: {last}); stopping the eval")
         finally:

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Fetch here what `vlabench eval` needs on the H200 machine, which has no network: wheels into .whl/ (git-ignored
+# through .git/info/exclude), the LIBERO test assets beside them, and the GL loader packages into .gl/.
+# The machine runs Python 3.12 with numpy 2.x and torch 2.11 and already has numpy, scipy, numba,
+# opencv-python-headless, pillow, matplotlib, pyyaml, tabulate, cloudpickle, absl-py, etils, safetensors,
+# sentencepiece and huggingface_hub; only what it lacks is fetched (no dependencies resolved: --no-deps):
+#   mujoco 3.3.0 (cp312 manylinux), pyopengl, glfw        MuJoCo and its EGL/GL bindings
+#   robosuite 1.4.0 (slimmed: Panda assets only)           the robot and controllers LIBERO builds on
+#   libero 0.1.1, bddl 1.0.1 (built here: sdists only)     tasks, BDDL files, initial states
+#   gymnasium, farama-notifications, easydict, termcolor, future   LIBERO's and robosuite's import-time needs
+# Usage: scripts/fetch-sim-wheels.sh   (then carry .whl and .gl to the machine: see scripts/h200-eval.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for d in /.whl/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
+mkdir -p .whl .gl
+py=${PYTHON:-python3}
+binary=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+"$py" -m pip download -q "${binary[@]}" -d .whl mujoco==3.3.0 pyopengl==3.1.10 glfw==2.11.0 gymnasium==1.4.0 \
+  farama-notifications==0.0.6 easydict==1.14 termcolor==3.3.0 future==1.0.0
+"$py" -m pip wheel -q --no-deps -w .whl libero==0.1.1 bddl==1.0.1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$py" -m pip download -q "${binary[@]}" -d "$tmp" robosuite==1.4.0
+rm -f .whl/robosuite-*.whl
+"$py" scripts/slim-robosuite-wheel.py "$tmp"/robosuite-1.4.0-*.whl .whl
+assets=../shared/libero-assets/libero-assets-spatial-goal.tar.xz
+if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: $assets not found; pass --assets there"; fi
+# GL loaders (libEGL, libGL through glvnd) in case the machine's image lacks them; unpacked there into /.
+o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+mkdir -p /tmp/amd64/partial
+apt-get "${o[@]}" -qq update && (cd .gl && apt-get "${o[@]}" -qq download libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
+  libgles2) || echo "note: could not download the GL loader packages into .gl/"
+ls -la .whl .gl
+du -sh .whl .gl

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# H200: a short LIBERO eval, one trial per libero_spatial task, of the full-size Pi0.5 with random weights
+# (success near 0 is expected), measuring policy latency per action chunk and env steps/s with N env workers.
+# The machine has no network and no MuJoCo/robosuite/LIBERO: scripts/fetch-sim-wheels.sh fills .whl/ (wheels
+# and the test assets) and .gl/ (GL loader packages) here; carry both. Renders with MUJOCO_GL=egl (NVIDIA EGL).
+# Results: results/h200/libero-eval-spatial-pi05-random-<size>-w<N>.json, copied with the logs into $OUT.
+# Knobs (environment): WORKERS (default "10 5"), MODEL_SIZE (full), TASKS (all), TRIALS (1), BATCH_WAIT (0.05 s),
+# PYTHON (python3).
+set -uo pipefail
+out=${OUT:-/tmp/out}
+py=${PYTHON:-python3}
+mkdir -p "$out" results/h200
+export PYTHONUNBUFFERED=1
+if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then  # GL loaders, in case the image lacks them
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+[ -f "$vendor" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
+site=${SITE:-/tmp/site}
+if ! "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
+    > "$out/pip.log" 2>&1; then
+  tail -20 "$out/pip.log"; exit 1
+fi
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >> "$out/pip.log" 2>&1
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1; echo "cpus: $(nproc)"
+  git rev-parse HEAD 2>&1; git status --porcelain --untracked-files=no 2>&1 | head -5; } > "$out/machine.txt"
+cat "$out/machine.txt"
+export MUJOCO_GL=${MUJOCO_GL:-egl}
+size=${MODEL_SIZE:-full}
+status=0
+for n in ${WORKERS:-10 5}; do
+  result=results/h200/libero-eval-spatial-pi05-random-$size-w$n.json
+  rm -f "$result"
+  "$py" -m harness eval --suite libero_spatial ${TASKS:+--tasks "$TASKS"} --trials "${TRIALS:-1}" --policy pi05 \
+    --checkpoint random --model-size "$size" --workers "$n" --assets .whl/libero-assets-spatial-goal.tar.xz \
+    --batch-wait "${BATCH_WAIT:-0.05}" --out "$result" 2>&1 | tee "$out/eval-w$n.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  cp "$result" "$out/" 2>/dev/null || status=1
+done
+exit $status
