@@ -1,6 +1,7 @@
 """Regression gates: the rules on hand-made results, the CLI contract, and A/A and slowed-down real CPU runs."""
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -227,51 +228,92 @@ targets:
 """
 
 
+OTHERS_MAX = 0.15  # share of the machine's CPU that other processes may use while a run is measured
+# A tiny model's ~45 ms CPU steps move by several percent between two processes on a shared 2-core machine,
+# so these runs are gated at 10%; the rules at the default 5% are tested above on exact step times.
+CPU_TOLERANCE = ["--tolerance", "10%"]
+
+
+def cpu_used_by_others(fn):
+    """Call fn(); return its value and the share of the machine's CPU time that other processes used
+    meanwhile (busy time in /proc/stat, steal included, less this process's and its children's)."""
+    def machine():
+        with open("/proc/stat") as f:
+            t = [int(x) for x in f.readline().split()[1:9]]
+        return sum(t) - t[3] - t[4], sum(t)  # busy and total clock ticks (idle and iowait are not busy)
+
+    def ours():
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime) * os.sysconf("SC_CLK_TCK")
+
+    (busy0, total0), ours0 = machine(), ours()
+    value = fn()
+    (busy1, total1), ours1 = machine(), ours()
+    return value, max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(total1 - total0, 1)
+
+
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory):
     """Six plain runs (five A/A pairs of neighbours in time), then a run slowed by 30% and by 2%, each
-    after a plain run to be gated against."""
+    after a plain run to be gated against. A run during which other processes kept the CPU busy is not
+    like for like with its neighbour: it is measured again (a few times in all), else marked noisy."""
     tmp = tmp_path_factory.mktemp("gate-runs")
     (tmp / "s.yaml").write_text(AA_SCENARIO)
     scenario = load_scenario(tmp / "s.yaml")
+    noisy, retries = {}, [4]
 
     def run(name, slowdown=None):
-        # One thread: a busy second core (CI, a neighbour) then slows both runs alike instead of stalling
-        # one run's thread pool.
+        # One thread: a busy second core then slows both runs alike instead of stalling one run's thread pool.
         env = {"OMP_NUM_THREADS": "1", **({"VLABENCH_TEST_SLOWDOWN": str(slowdown)} if slowdown else {})}
         out = tmp / f"{name}.json"
-        run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env)
+        while True:
+            _, others = cpu_used_by_others(
+                lambda: run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env))
+            if others <= OTHERS_MAX or retries[0] == 0:
+                break
+            retries[0] -= 1
+        if others > OTHERS_MAX:
+            noisy[name] = others
         return str(out)
 
     runs = {f"a{i}": run(f"a{i}") for i in range(6)}
     runs["slow30"] = run("slow30", 0.30)
     runs["a6"] = run("a6")
     runs["slow2"] = run("slow2", 0.02)
-    return runs
+    return runs, noisy
 
 
-# A tiny model's ~45 ms CPU steps move by several percent between two processes on a shared 2-core machine
-# (measured: up to ~7% even in the fastest steps while other jobs run), so these runs are gated at 10%;
-# the rules at the default 5% are tested above on exact step times.
-CPU_TOLERANCE = ["--tolerance", "10%"]
+def quiet_pairs(noisy, pairs):
+    """The (current, baseline) pairs measured without other work on the machine, and the runs that were not."""
+    busy = sorted({f"{n} ({noisy[n]:.0%} of the CPU)" for pair in pairs for n in pair if n in noisy})
+    return [p for p in pairs if not set(p) & set(noisy)], busy
 
 
 @pytest.mark.slow
 def test_aa_runs_pass_five_times(cpu_runs, capsys):
-    codes = [main(["gate", cpu_runs[f"a{i + 1}"], "--baseline", cpu_runs[f"a{i}"], *CPU_TOLERANCE])
-             for i in range(5)]
-    assert codes == [0] * 5, capsys.readouterr().out
+    runs, noisy = cpu_runs
+    pairs, busy = quiet_pairs(noisy, [(f"a{i + 1}", f"a{i}") for i in range(5)])
+    codes = [main(["gate", runs[cur], "--baseline", runs[base], *CPU_TOLERANCE]) for cur, base in pairs]
+    assert codes == [0] * len(pairs), capsys.readouterr().out
+    if busy:
+        pytest.skip(f"{len(pairs)} of 5 A/A pairs passed; other processes kept the CPU busy during " + ", ".join(busy))
 
 
 @pytest.mark.slow
 def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
-    slowed = json.loads(Path(cpu_runs["slow30"]).read_text())["rungs"][0]
+    runs, noisy = cpu_runs
+    slowed = json.loads(Path(runs["slow30"]).read_text())["rungs"][0]
     assert slowed["test_slowdown"] == 0.3
-    assert main(["gate", cpu_runs["slow30"], "--baseline", cpu_runs["a5"], *CPU_TOLERANCE]) == 1
-    out = capsys.readouterr().out
-    assert "community  throughput   FAIL" in out and "test-only VLABENCH_TEST_SLOWDOWN" in out
-    assert main(["gate", cpu_runs["slow2"], "--baseline", cpu_runs["a6"], *CPU_TOLERANCE]) == 0, \
-        capsys.readouterr().out
+    pairs, busy = quiet_pairs(noisy, [("slow30", "a5"), ("slow2", "a6")])
+    if ("slow30", "a5") in pairs:
+        assert main(["gate", runs["slow30"], "--baseline", runs["a5"], *CPU_TOLERANCE]) == 1
+        out = capsys.readouterr().out
+        assert "community  throughput   FAIL" in out and "test-only VLABENCH_TEST_SLOWDOWN" in out
+    if ("slow2", "a6") in pairs:
+        assert main(["gate", runs["slow2"], "--baseline", runs["a6"], *CPU_TOLERANCE]) == 0, \
+            capsys.readouterr().out
+    if busy:
+        pytest.skip("other processes kept the CPU busy during " + ", ".join(busy))
 
 
 @pytest.mark.slow
