@@ -36,8 +36,11 @@ def cmd_run(args) -> int:
             return _fail(f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
                          f"got {', '.join(unknown)}")
     out = args.out or _default_out(scenario.name, target.name)
+    if args.nproc < 1:
+        return _fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
     result = run_scenario(scenario, target, out, ["vlabench", *sys.argv[1:]], rung_names=rungs,
-                          append=args.append, rung_timeout_s=args.rung_timeout)
+                          append=args.append, rung_timeout_s=args.rung_timeout, nproc=args.nproc,
+                          torchrun_args=shlex.split(args.torchrun_args or ""))
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")
@@ -209,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "rungs of the same name); for ladders split over several calls")
     run.add_argument("--rung-timeout", type=float, default=None, metavar="S",
                      help="record a rung as error if it runs longer than S seconds")
+    run.add_argument("--nproc", type=int, default=1, metavar="N",
+                     help="processes per rung through torchrun, data-parallel with DDP (NCCL on GPUs, gloo "
+                          "on CPUs); the workload's batch_size is per process")
+    run.add_argument("--torchrun-args", metavar="ARGS",
+                     help="extra torchrun flags for multi-node runs, e.g. \"--nnodes 2 --node_rank 0 "
+                          "--rdzv_endpoint host:29500\"")
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("recompute-sweep", help="cost of recomputing each module group: ms per GiB saved")
