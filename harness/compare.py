@@ -142,7 +142,7 @@ def judge(f: Figure, col: Column) -> Verdict:
     def verdict(ours_text, v, why):
         return Verdict(f, label, ours_text, v, why)
 
-    ours_value, ours_text, missing = None, "-", None
+    ours_value, ours_text = None, "-"
     if f.metric == "speedup":
         ours_value = speedup(result, ours_map["to_rung"], ours_map["from_rung"])
         ours_text = "-" if ours_value is None else f"{ours_value:.2f}x"

@@ -13,7 +13,7 @@ from harness.gates import FAIL, NOT_GATED, PASS, Limits, gate, record_baseline
 from harness.hardware import get_target
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
-from harness.timing import median_ratio_interval
+from harness.timing import percentile, ratio_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 # Fixed, mildly noisy step times (seconds) around 0.1 s: +-3% in a repeating pattern.
@@ -47,13 +47,12 @@ def scaled(factor, steps=STEPS):
     return [t * factor for t in steps]
 
 
-def test_median_ratio_interval():
-    ratio, low, high = median_ratio_interval([2.0] * 10, [2.0] * 10)
-    assert (ratio, low, high) == (1.0, 1.0, 1.0)
-    ratio, low, high = median_ratio_interval([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.2, 1.8, 2.0, 2.1])
+def test_ratio_interval():
+    assert ratio_interval([2.0] * 10, [2.0] * 10) == (1.0, 1.0, 1.0)
+    ratio, low, high = ratio_interval([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.2, 1.8, 2.0, 2.1])
     assert ratio == pytest.approx(0.5) and low < 0.5 < high
-    assert median_ratio_interval([1.0, 1.2, 0.8], [1.0, 1.1, 0.9]) == median_ratio_interval([1.0, 1.2, 0.8],
-                                                                                           [1.0, 1.1, 0.9])
+    assert ratio_interval([1, 2, 3, 4, 5], [1, 1, 1, 1, 1], q=75) == (4.0, 2.0, 5.0)
+    assert ratio_interval([1.0, 1.2, 0.8], [1.0, 1.1, 0.9]) == ratio_interval([1.0, 1.2, 0.8], [1.0, 1.1, 0.9])
 
 
 @pytest.mark.parametrize("factor, verdict", [(1.0, PASS), (1.02, PASS), (1.3, FAIL), (0.7, PASS)])
@@ -67,18 +66,21 @@ def test_throughput_fails_only_beyond_tolerance_and_noise(factor, verdict):
 
 
 def test_slower_than_tolerance_but_within_noise_passes():
-    # 8% slower at the median, but half the steps are as fast as the baseline: the interval reaches 1.
-    noisy = [t * (1.16 if i % 2 else 1.0) for i, t in enumerate(STEPS)]
+    # Most steps 12% slower, but 4 of 20 faster than the baseline's: the fastest quarter's ratio is uncertain.
+    noisy = [t * (0.85 if i % 5 == 0 else 1.12) for i, t in enumerate(STEPS)]
     check = by_check(gate(result([rung("a", noisy)]), result([rung("a")])))[("a", "throughput")]
-    assert check.verdict == PASS and "within run-to-run noise" in check.note
-    assert float(check.change.split("%")[0]) < -5
+    assert check.verdict == PASS and check.note == "median -10.7%; slower by more than 5%, but within run-to-run noise"
+    assert check.change == "-10.7% [-13.1%, +20.8%]"
 
 
 def test_interference_on_some_steps_is_not_a_slower_rung():
-    # 12 of 20 steps slowed by 40% (another process on the machine), the rest as fast as the baseline.
-    disturbed = [t * (1.4 if i % 5 < 3 else 1.0) for i, t in enumerate(STEPS)]
+    # Half the steps slowed by 40% (other work on the machine), the rest as fast as the baseline's.
+    disturbed = [t * (1.4 if i % 10 < 5 else 1.0) for i, t in enumerate(STEPS)]
     check = by_check(gate(result([rung("a", disturbed)]), result([rung("a")])))[("a", "throughput")]
-    assert check.verdict == PASS and "interference" in check.note
+    assert check.verdict == PASS and check.note.startswith("median -14.6%; the fastest steps are not slower")
+    # and the same interference in the baseline does not hide a slower rung
+    check = by_check(gate(result([rung("a", scaled(1.3))]), result([rung("a", disturbed)])))[("a", "throughput")]
+    assert check.verdict == FAIL and check.change.startswith("-21.9%")
 
 
 def test_tolerance_is_a_parameter():
@@ -219,7 +221,7 @@ def test_record_promotes_a_result_and_gate_finds_it(tmp_path, capsys):
 AA_SCENARIO = """
 name: gate-aa
 model: pi05
-workload: {batch_size: 2, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 2, timed_steps: 20,
+workload: {batch_size: 2, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 2, timed_steps: 40,
            seed: 0, dtype: fp32}
 ladder:
   - {name: community, options: {camera_slots: 3, recompute: nested-full}}
@@ -228,18 +230,19 @@ targets:
 """
 
 
-OTHERS_MAX = 0.15  # share of the machine's CPU that other processes may use while a run is measured
-# A tiny model's ~45 ms CPU steps move by several percent between two processes on a shared 2-core machine,
-# so these runs are gated at 10%; the rules at the default 5% are tested above on exact step times.
-CPU_TOLERANCE = ["--tolerance", "10%"]
+# A tiny model's ~45 ms CPU steps moved by up to ~12% between two neighbouring processes on the shared
+# 2-vCPU VM, even pinned to one CPU, so these runs are gated at 15% (still far from the 30% slowdown and from
+# the 2% one); the rules at the default 5% are tested above on exact step times.
+CPU_TOLERANCE = ["--tolerance", "15%"]
 
 
-def cpu_used_by_others(fn):
-    """Call fn(); return its value and the share of the machine's CPU time that other processes used
-    meanwhile (busy time in /proc/stat, steal included, less this process's and its children's)."""
+def cpu_used_by_others(fn, cpu: int):
+    """Call fn(); return its value and the share of CPU `cpu`'s time that other processes used meanwhile (its
+    busy time in /proc/stat, steal included, less this process's and its children's, all pinned there)."""
     def machine():
         with open("/proc/stat") as f:
-            t = [int(x) for x in f.readline().split()[1:9]]
+            line = next(line for line in f if line.startswith(f"cpu{cpu} "))
+        t = [int(x) for x in line.split()[1:9]]
         return sum(t) - t[3] - t[4], sum(t)  # busy and total clock ticks (idle and iowait are not busy)
 
     def ours():
@@ -255,48 +258,68 @@ def cpu_used_by_others(fn):
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory):
     """Six plain runs (five A/A pairs of neighbours in time), then a run slowed by 30% and by 2%, each
-    after a plain run to be gated against. A run during which other processes kept the CPU busy is not
-    like for like with its neighbour: it is measured again (a few times in all), else marked noisy."""
+    after a plain run to be gated against.
+
+    On the 2-vCPU VM these tests were written on, the two CPUs ran the same steps up to 40% apart, and each
+    CPU switched every second or so between full speed and ~57% of it (the host's other work, invisible
+    inside the VM). So every run is one thread pinned to one CPU (the last, away from CPU 0's kernel work)
+    and times 40 steps, enough that each run's fastest quarter comes from the same state of the machine;
+    a run during which another process used that CPU is measured again (a few times in all), and if still
+    disturbed its pairs are skipped with the reason, as are all pairs when the plain runs' speeds spread by
+    more than 25% (the machine changed, not the code; see quiet_pairs)."""
     tmp = tmp_path_factory.mktemp("gate-runs")
     (tmp / "s.yaml").write_text(AA_SCENARIO)
     scenario = load_scenario(tmp / "s.yaml")
-    noisy, retries = {}, [4]
+    allowed, cpu = os.sched_getaffinity(0), max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})  # inherited by the rung processes
+    noisy, retries = {}, [2]
 
     def run(name, slowdown=None):
-        # One thread: a busy second core then slows both runs alike instead of stalling one run's thread pool.
         env = {"OMP_NUM_THREADS": "1", **({"VLABENCH_TEST_SLOWDOWN": str(slowdown)} if slowdown else {})}
         out = tmp / f"{name}.json"
         while True:
             _, others = cpu_used_by_others(
-                lambda: run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env))
-            if others <= OTHERS_MAX or retries[0] == 0:
+                lambda: run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env),
+                cpu)
+            if others <= 0.15 or retries[0] == 0:
                 break
             retries[0] -= 1
-        if others > OTHERS_MAX:
-            noisy[name] = others
+        if others > 0.15:
+            noisy[name] = f"other processes used {others:.0%} of its CPU"
         return str(out)
 
-    runs = {f"a{i}": run(f"a{i}") for i in range(6)}
-    runs["slow30"] = run("slow30", 0.30)
-    runs["a6"] = run("a6")
-    runs["slow2"] = run("slow2", 0.02)
+    try:
+        runs = {f"a{i}": run(f"a{i}") for i in range(6)}
+        runs["slow30"] = run("slow30", 0.30)
+        runs["a6"] = run("a6")
+        runs["slow2"] = run("slow2", 0.02)
+    finally:
+        os.sched_setaffinity(0, allowed)
     return runs, noisy
 
 
-def quiet_pairs(noisy, pairs):
-    """The (current, baseline) pairs measured without other work on the machine, and the runs that were not."""
-    busy = sorted({f"{n} ({noisy[n]:.0%} of the CPU)" for pair in pairs for n in pair if n in noisy})
+def quiet_pairs(runs, noisy, pairs):
+    """The (current, baseline) pairs of undisturbed runs, and why the others are not like for like: another
+    process on the runs' CPU, or a machine whose speed moved between identical plain runs by more than the
+    gate's tolerance is asked to absorb (then no pair is like for like)."""
+    fast = {n: percentile([2 / t for t in json.loads(Path(p).read_text())["rungs"][0]["step_times_s"]], 75)
+            for n, p in runs.items() if n.startswith("a")}
+    if max(fast.values()) > 1.25 * min(fast.values()):
+        return [], ["the machine's speed moved between identical runs: fastest-quarter samples/s "
+                    + ", ".join(f"{n} {v:.1f}" for n, v in fast.items())]
+    busy = sorted({f"{n}: {noisy[n]}" for pair in pairs for n in pair if n in noisy})
     return [p for p in pairs if not set(p) & set(noisy)], busy
 
 
 @pytest.mark.slow
 def test_aa_runs_pass_five_times(cpu_runs, capsys):
     runs, noisy = cpu_runs
-    pairs, busy = quiet_pairs(noisy, [(f"a{i + 1}", f"a{i}") for i in range(5)])
+    pairs, busy = quiet_pairs(runs, noisy, [(f"a{i + 1}", f"a{i}") for i in range(5)])
     codes = [main(["gate", runs[cur], "--baseline", runs[base], *CPU_TOLERANCE]) for cur, base in pairs]
     assert codes == [0] * len(pairs), capsys.readouterr().out
     if busy:
-        pytest.skip(f"{len(pairs)} of 5 A/A pairs passed; other processes kept the CPU busy during " + ", ".join(busy))
+        pytest.skip(f"{len(pairs)} of 5 A/A pairs were like for like (and passed); not like for like: "
+                    + "; ".join(busy))
 
 
 @pytest.mark.slow
@@ -304,7 +327,7 @@ def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
     runs, noisy = cpu_runs
     slowed = json.loads(Path(runs["slow30"]).read_text())["rungs"][0]
     assert slowed["test_slowdown"] == 0.3
-    pairs, busy = quiet_pairs(noisy, [("slow30", "a5"), ("slow2", "a6")])
+    pairs, busy = quiet_pairs(runs, noisy, [("slow30", "a5"), ("slow2", "a6")])
     if ("slow30", "a5") in pairs:
         assert main(["gate", runs["slow30"], "--baseline", runs["a5"], *CPU_TOLERANCE]) == 1
         out = capsys.readouterr().out
@@ -313,22 +336,29 @@ def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
         assert main(["gate", runs["slow2"], "--baseline", runs["a6"], *CPU_TOLERANCE]) == 0, \
             capsys.readouterr().out
     if busy:
-        pytest.skip("other processes kept the CPU busy during " + ", ".join(busy))
+        pytest.skip("not like for like: " + "; ".join(busy))
 
 
 @pytest.mark.slow
 def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
     """The pytest-native path: autosave a benchmark run, then a 30% slower one fails
-    `--benchmark-compare-fail=median:5%`."""
+    `--benchmark-compare-fail` (median:5% as in the README; min:5% too, which a CPU switching speed mid-run,
+    as the cpu_runs fixture describes, does not blur)."""
     (tmp_path / "s.yaml").write_text(AA_SCENARIO)
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "-q", "-p", "no:cacheprovider",
            "--vlabench-scenario", str(tmp_path / "s.yaml"), "--vlabench-target", "cpu",
            f"--benchmark-storage={tmp_path / 'store'}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.run([*cmd, "--benchmark-autosave"], env=env, capture_output=True, text=True, cwd=ROOT,
-                           check=False)
-    assert first.returncode == 0, first.stdout[-2000:]
-    second = subprocess.run([*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%"],
-                            env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"}, capture_output=True, text=True, cwd=ROOT,
-                            check=False)
-    assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, second.stdout[-2000:]
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(allowed)})  # one CPU for both runs, as in cpu_runs
+    try:
+        first = subprocess.run([*cmd, "--benchmark-autosave"], env=env, capture_output=True, text=True, cwd=ROOT,
+                               check=False)
+        assert first.returncode == 0, first.stdout[-2000:]
+        second = subprocess.run([*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%",
+                                 "--benchmark-compare-fail=min:5%"], env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"},
+                                capture_output=True, text=True, cwd=ROOT, check=False)
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, \
+        second.stdout[-2000:]
