@@ -51,7 +51,7 @@ def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> 
         title = f"speedup waterfall of {result['scenario']['name']} on {result['target']['name']}"
         parts += ["", f"![{title}]({figure_path(result).as_posix()})"]
     for path, result in results:
-        parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
+        parts += ["", "```", result_table(result, tasks=False), "```", provenance_line(path, result)]
     # Beside our results: the published figures of the sources that map onto a scenario (or an evaluated
     # suite) we have results of; `vlabench compare --published` lists the rest.
     scenarios = {r["scenario"]["name"] for _, r in results}

@@ -76,24 +76,58 @@ def provenance_line(path: str, result: dict) -> str:
             f"{' (uncommitted changes)' if p.get('dirty') else ''}, torch {p['torch']}.")
 
 
-def success_table(result: dict, fmt: str = "simple") -> str:
-    """Per suite (and task) of an evaluation: successes of trials, the rate and its 95% Wilson interval."""
+def eval_title(result: dict) -> str:
+    t, pol, tp = result["target"], result.get("policy") or {}, result.get("throughput") or {}
+    model = f", {pol['model_size']} model" if pol.get("model_size") else ""
+    workers = f", {tp['workers']} env workers" if tp.get("workers") else ""
+    return (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
+            f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}")
+
+
+def success_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
+    """Per suite (and, with `tasks`, per task) of an evaluation: successes of trials, the rate, its 95% Wilson
+    interval and the errored episodes (counted as failures)."""
     rows = [[key, f"{e['successes']}/{e['trials']}", _num(e.get("rate"), ".1%"),
-             f"{e['wilson_low']:.1%}-{e['wilson_high']:.1%}" if e.get("wilson_low") is not None else "-"]
-            for key, e in (result.get("success_rate") or {}).items()]
-    return (f"{result['scenario']['name']} on {result['target']['name']}: success rates\n"
-            + tabulate(rows, headers=("suite", "successes", "rate", "95% Wilson"), tablefmt=fmt, disable_numparse=True))
+             f"{e['wilson_low']:.1%}-{e['wilson_high']:.1%}" if e.get("wilson_low") is not None else "-",
+             e.get("errors", 0)]
+            for key, e in (result.get("success_rate") or {}).items() if tasks or "/" not in key]
+    return tabulate(rows, headers=("suite/task", "successes", "rate", "95% Wilson", "errors"), tablefmt=fmt,
+                    disable_numparse=True)
 
 
-def result_table(result: dict, fmt: str = "simple") -> str:
+def eval_throughput_table(result: dict, fmt: str = "simple") -> str:
+    """An evaluation's speed: env steps/s of all workers together, one worker's simulator steps/s, the policy
+    calls and their batch, and the policy latency per call (warm-up call left out) and per action chunk."""
+    tp = result.get("throughput") or {}
+    if not tp.get("env_steps_per_s"):
+        return ""
+    lat = tp.get("policy_latency_s") or {}
+    row = [tp["workers"], tp["episodes"], tp["env_steps"], _num(tp.get("wall_s"), ".1f"),
+           _num(tp["env_steps_per_s"], ".1f"), _num(tp.get("sim_steps_per_s_per_worker"), ".1f"),
+           tp["policy_calls"], _num(tp.get("batch_size_mean"), ".1f"),
+           (f"{1000 * lat['median']:.0f} ({1000 * lat['p10']:.0f}-{1000 * lat['p90']:.0f})"
+            if "p10" in lat else _num(lat.get("median"), ".0f", 1000)),
+           _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000), _num(lat.get("first_call"), ".2f")]
+    headers = ("workers", "episodes", "env steps", "wall s", "env steps/s", "sim steps/s per worker",
+               "policy calls", "mean batch", "ms per call (p10-p90)", "ms per chunk", "first call s")
+    return tabulate([row], headers=headers, tablefmt=fmt, disable_numparse=True)
+
+
+def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
+    """Title, success rates and throughput of an evaluation."""
+    speed = eval_throughput_table(result, fmt)
+    return "\n".join([eval_title(result), success_table(result, fmt, tasks)] + ([speed] if speed else []))
+
+
+def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     """The table of one result: the ladder table, the cost table of a recompute sweep, or an evaluation's
-    success rates."""
+    success rates (per task unless `tasks` is off) and throughput."""
     from .sweep import sweep_table
 
     kind = result.get("kind")
     if kind == "recompute-sweep":
         return sweep_table(result, fmt)
-    return success_table(result, fmt) if kind == "eval" else ladder_table(result, fmt)
+    return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
 
 
 def figure_stem(path: str, result: dict) -> str:

@@ -4,7 +4,7 @@
 # The machine has no network and no MuJoCo/robosuite/LIBERO: scripts/fetch-sim-wheels.sh fills .whl/ (wheels
 # and the test assets) and .gl/ (GL loader packages) here; carry both. Renders with MUJOCO_GL=egl (NVIDIA EGL).
 # Results: results/h200/libero-eval-spatial-pi05-random-<size>-w<N>.json, copied with the logs into $OUT.
-# Knobs (environment): WORKERS (default "10 5"), MODEL_SIZE (full), TASKS (all), TRIALS (1), BATCH_WAIT (0.05 s),
+# Knobs (environment): WORKERS (default "10 5 1"), MODEL_SIZE (full), TASKS (all), TRIALS (1), BATCH_WAIT (0.05 s),
 # PYTHON (python3).
 set -uo pipefail
 out=${OUT:-/tmp/out}
@@ -30,7 +30,7 @@ cat "$out/machine.txt"
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 size=${MODEL_SIZE:-full}
 status=0
-for n in ${WORKERS:-10 5}; do
+for n in ${WORKERS:-10 5 1}; do
   result=results/h200/libero-eval-spatial-pi05-random-$size-w$n.json
   rm -f "$result"
   "$py" -m harness eval --suite libero_spatial ${TASKS:+--tasks "$TASKS"} --trials "${TRIALS:-1}" --policy pi05 \

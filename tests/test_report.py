@@ -72,10 +72,21 @@ def test_run_gate_and_compare_do_not_import_matplotlib():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def test_report_of_an_evaluation_shows_its_success_rates(tmp_path):
+def test_report_of_an_evaluation_shows_its_success_rates_and_throughput(tmp_path):
     from harness.report import result_table
 
     evaluated = dict(load_result(ROOT / H200), kind="eval", rungs=[], success_rate={
-        "libero_goal": {"successes": 9, "trials": 10, "rate": 0.9, "wilson_low": 0.596, "wilson_high": 0.982}})
+        "libero_goal": {"successes": 9, "trials": 10, "rate": 0.9, "wilson_low": 0.596, "wilson_high": 0.982},
+        "libero_goal/3": {"successes": 1, "trials": 1, "rate": 1.0, "wilson_low": 0.207, "wilson_high": 1.0}},
+        policy={"name": "pi05", "checkpoint": "random", "model_size": "full", "dtype": "bfloat16"},
+        throughput={"workers": 5, "episodes": 10, "env_steps": 2300, "wall_s": 46.0, "env_steps_per_s": 50.0,
+                    "sim_steps_per_s_per_worker": 12.5, "policy_calls": 90, "batch_size_mean": 4.9,
+                    "policy_latency_s": {"median": 0.081, "p10": 0.075, "p90": 0.0904, "first_call": 1.5},
+                    "policy_latency_per_chunk_s": 0.0172})
     table = result_table(evaluated)
-    assert "libero_goal  9/10         90.0%   59.6%-98.2%" in table
+    assert table.startswith("pi05-loongforge on h200 (NVIDIA H200): policy pi05 (random, full model, bfloat16), "
+                            "5 env workers\n")
+    assert "libero_goal    9/10         90.0%   59.6%-98.2%   0" in table and "libero_goal/3" in table
+    assert "5          10          2300         46.0      50.0           12.5" in table
+    assert "81 (75-90)" in table and "17.2" in table and "1.50" in table
+    assert "libero_goal/3" not in result_table(evaluated, tasks=False)  # the README shows suites only

@@ -190,23 +190,9 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
 
 def summary_table(result: dict) -> str:
     """Success rate per task and suite with the Wilson interval, and the throughput."""
-    from tabulate import tabulate
+    from ..report import eval_table
 
-    rows = []
-    for key, entry in result.get("success_rate", {}).items():
-        rate = entry["rate"]
-        rows.append([key, f"{entry['successes']}/{entry['trials']}", "-" if rate is None else f"{100 * rate:.1f}%",
-                     f"{100 * entry['wilson_low']:.1f}-{100 * entry['wilson_high']:.1f}%", entry.get("errors", 0)])
-    text = tabulate(rows, headers=["suite/task", "successes", "rate", "95% Wilson", "errors"])
-    tp = result.get("throughput") or {}
-    if tp.get("env_steps_per_s"):
-        text += (f"\nthroughput: {tp['env_steps_per_s']:.1f} env steps/s with {tp['workers']} workers "
-                 f"({tp['env_steps']} steps in {tp['wall_s']:.0f}s), {tp['policy_calls']} policy calls, "
-                 f"mean batch {tp['batch_size_mean'] or 0:.1f}")
-        lat = tp.get("policy_latency_s")
-        if lat:
-            text += f", latency per call median {1000 * lat['median']:.0f} ms"
-    return text
+    return eval_table(result)
 
 
 __all__ = ["EvalConfig", "eval_block", "run_eval", "summary_table"]

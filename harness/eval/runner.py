@@ -8,8 +8,10 @@ raised), and `--resume` runs them again; finished `ok` episodes are kept and ski
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -94,6 +96,23 @@ def success_rates(episodes: list[dict]) -> dict:
     return out
 
 
+# One math thread per env worker: the N workers are the parallelism, and N processes each starting a thread
+# per core would fight over the cores. Set at spawn (numpy reads them when the child imports it); a value the
+# user exported wins.
+WORKER_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@contextmanager
+def _spawn_environ(values: dict):
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 class _Slot:
     """One worker process and what it is doing."""
 
@@ -104,7 +123,8 @@ class _Slot:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=worker_main, args=(child, sim_env), daemon=True,
                                    name=f"vlabench-eval-worker-{index}")
-        self.process.start()
+        with _spawn_environ(WORKER_THREADS):
+            self.process.start()
         child.close()
         self.episode: EpisodeSpec | None = None
         self.started = 0.0
@@ -262,15 +282,20 @@ def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -
            "policy_s_total": runner.policy_s, "worker_restarts": runner.crashes}
     latencies = getattr(policy, "latencies", None)
     if latencies:
-        secs = np.array([s for _, s in latencies])
-        sizes = np.array([n for n, _ in latencies])
+        # The first call pays one-off costs (CUDA context, cuBLAS heuristics, allocator growth): it is reported
+        # on its own and left out of the figures below, as the warm-up is in training timings.
+        first = float(latencies[0][1])
+        timed = latencies[1:] or latencies
+        secs = np.array([s for _, s in timed])
+        sizes = np.array([n for n, _ in timed])
         out["policy_latency_s"] = {"median": float(np.median(secs)), "mean": float(secs.mean()),
-                                   "p90": float(np.percentile(secs, 90)), "min": float(secs.min()),
-                                   "max": float(secs.max()), "calls": int(len(secs)),
-                                   "first_call": float(secs[0])}
+                                   "p10": float(np.percentile(secs, 10)), "p90": float(np.percentile(secs, 90)),
+                                   "min": float(secs.min()), "max": float(secs.max()), "calls": int(len(secs)),
+                                   "first_call": first, "warmup_calls_excluded": len(latencies) - len(timed)}
         out["policy_latency_per_chunk_s"] = float(secs.sum() / sizes.sum())
-        out["policy_latency_by_batch_size"] = {  # median seconds per call, by how many chunks it produced
-            str(n): {"median_s": float(np.median(secs[sizes == n])), "calls": int((sizes == n).sum())}
+        out["policy_latency_by_batch_size"] = {  # seconds per call, by how many chunks it produced
+            str(n): {"median_s": float(np.median(secs[sizes == n])), "p10_s": float(np.percentile(secs[sizes == n], 10)),
+                     "p90_s": float(np.percentile(secs[sizes == n], 90)), "calls": int((sizes == n).sum())}
             for n in sorted(set(sizes.tolist()))}
     return out
 
