@@ -79,7 +79,7 @@ def provenance_line(path: str, result: dict) -> str:
 def eval_title(result: dict) -> str:
     t, pol, tp = result["target"], result.get("policy") or {}, result.get("throughput") or {}
     model = f", {pol['model_size']} model" if pol.get("model_size") else ""
-    workers = f", {tp['workers']} env workers" if tp.get("workers") else ""
+    workers = f", {tp['workers']} env worker{'s' if tp['workers'] != 1 else ''}" if tp.get("workers") else ""
     return (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
             f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}")
 

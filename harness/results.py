@@ -57,18 +57,21 @@ def provenance(command: list[str]) -> dict:
     # Result files land under results/ inside the checkout; they do not make the code dirty.
     # Untracked files (carried wheels, scratch output) are not code that ran; modified tracked files are.
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
-    sha_from, dirty = "git", None if status is None else bool(status)
-    if git_sha is None:
-        dirty = None  # without a readable HEAD, `git status` says nothing about the code
-        if os.environ.get("VLABENCH_GIT_SHA"):
-            # A copy of the tree whose .git is incomplete (e.g. shipped to a remote machine): the sender
-            # names the commit it sent, and whether its tree had uncommitted changes.
-            git_sha, sha_from = os.environ["VLABENCH_GIT_SHA"], "VLABENCH_GIT_SHA"
-            dirty = {"0": False, "1": True}.get(os.environ.get("VLABENCH_GIT_DIRTY", ""))
+    sha_from, dirty = "git", None if status is None or git_sha is None else bool(status)
+    seen = None
+    if os.environ.get("VLABENCH_GIT_SHA"):
+        # A copy of the tree shipped to a remote machine: its .git may be missing or stale (a copy of an older
+        # checkout whose HEAD is not the commit sent), so the sender's word on the commit and on uncommitted
+        # changes wins; what the local git said is kept beside it when it differs.
+        if git_sha is not None and (git_sha, dirty) != (os.environ["VLABENCH_GIT_SHA"], False):
+            seen = {"git_sha": git_sha, "dirty": dirty}
+        git_sha, sha_from = os.environ["VLABENCH_GIT_SHA"], "VLABENCH_GIT_SHA"
+        dirty = {"0": False, "1": True}.get(os.environ.get("VLABENCH_GIT_DIRTY", ""))
     return {
         "git_sha": git_sha,
         "git_sha_from": sha_from,
         "dirty": dirty,
+        **({"local_git": seen} if seen else {}),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

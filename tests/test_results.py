@@ -83,6 +83,18 @@ def test_provenance():
     json.dumps(p, allow_nan=False)
 
 
+def test_provenance_takes_the_senders_commit_over_a_stale_local_git(monkeypatch):
+    local = provenance(["x"])
+    monkeypatch.setenv("VLABENCH_GIT_SHA", "a" * 40)
+    monkeypatch.setenv("VLABENCH_GIT_DIRTY", "0")
+    p = provenance(["x"])
+    assert (p["git_sha"], p["git_sha_from"], p["dirty"]) == ("a" * 40, "VLABENCH_GIT_SHA", False)
+    if local["git_sha"] is not None:  # a checkout: what its own git said is kept beside the sender's word
+        assert p["local_git"] == {"git_sha": local["git_sha"], "dirty": local["dirty"]}
+    monkeypatch.setenv("VLABENCH_GIT_DIRTY", "")
+    assert provenance(["x"])["dirty"] is None  # not said: unknown, not clean
+
+
 def write_json(tmp_path, data, name="r.json"):
     path = tmp_path / name
     path.write_text(json.dumps(data))
