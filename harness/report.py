@@ -95,22 +95,45 @@ def success_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
                     disable_numparse=True)
 
 
-def eval_throughput_table(result: dict, fmt: str = "simple") -> str:
+EVAL_SPEED_HEADERS = ("workers", "episodes", "env steps", "wall s", "env steps/s", "sim steps/s per worker",
+                      "policy calls", "mean batch", "ms per call (p10-p90)", "ms per chunk", "first call s")
+
+
+def eval_throughput_row(result: dict) -> list[str] | None:
     """An evaluation's speed: env steps/s of all workers together, one worker's simulator steps/s, the policy
     calls and their batch, and the policy latency per call (warm-up call left out) and per action chunk."""
     tp = result.get("throughput") or {}
     if not tp.get("env_steps_per_s"):
-        return ""
+        return None
     lat = tp.get("policy_latency_s") or {}
-    row = [tp["workers"], tp["episodes"], tp["env_steps"], _num(tp.get("wall_s"), ".1f"),
-           _num(tp["env_steps_per_s"], ".1f"), _num(tp.get("sim_steps_per_s_per_worker"), ".1f"),
-           tp["policy_calls"], _num(tp.get("batch_size_mean"), ".1f"),
-           (f"{1000 * lat['median']:.0f} ({1000 * lat['p10']:.0f}-{1000 * lat['p90']:.0f})"
-            if "p10" in lat else _num(lat.get("median"), ".0f", 1000)),
-           _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000), _num(lat.get("first_call"), ".2f")]
-    headers = ("workers", "episodes", "env steps", "wall s", "env steps/s", "sim steps/s per worker",
-               "policy calls", "mean batch", "ms per call (p10-p90)", "ms per chunk", "first call s")
-    return tabulate([row], headers=headers, tablefmt=fmt, disable_numparse=True)
+    return [tp["workers"], tp["episodes"], tp["env_steps"], _num(tp.get("wall_s"), ".1f"),
+            _num(tp["env_steps_per_s"], ".1f"), _num(tp.get("sim_steps_per_s_per_worker"), ".1f"),
+            tp["policy_calls"], _num(tp.get("batch_size_mean"), ".1f"),
+            (f"{1000 * lat['median']:.0f} ({1000 * lat['p10']:.0f}-{1000 * lat['p90']:.0f})"
+             if "p10" in lat else _num(lat.get("median"), ".0f", 1000)),
+            _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000), _num(lat.get("first_call"), ".2f")]
+
+
+def eval_throughput_table(result: dict, fmt: str = "simple") -> str:
+    row = eval_throughput_row(result)
+    return tabulate([row], headers=EVAL_SPEED_HEADERS, tablefmt=fmt, disable_numparse=True) if row else ""
+
+
+def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
+    """Evaluations of one policy on one target that differ in their number of env workers: one row each,
+    by workers, with the suites' success beside the speed."""
+    runs = sorted(results, key=lambda r: (r.get("throughput") or {}).get("workers") or 0)
+    rows = []
+    for r in runs:
+        speed = eval_throughput_row(r)
+        if speed is None:
+            continue
+        suites = [f"{k} {e['successes']}/{e['trials']}" for k, e in (r.get("success_rate") or {}).items()
+                  if "/" not in k]
+        rows.append(speed + ["; ".join(suites)])
+    title = eval_title(runs[0]).rsplit(", ", 1)[0] if "env worker" in eval_title(runs[0]) else eval_title(runs[0])
+    return title + "\n" + tabulate(rows, headers=EVAL_SPEED_HEADERS + ("success",), tablefmt=fmt,
+                                   disable_numparse=True)
 
 
 def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:

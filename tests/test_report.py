@@ -52,6 +52,24 @@ def test_readme_section_embeds_the_comparison_and_its_figure():
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
+def test_readme_shows_evaluations_by_worker_count_in_one_table():
+    import copy
+
+    w10 = load_result(ROOT / "results/h200/libero-eval-spatial-pi05-random-full-w10.json")
+    w2 = copy.deepcopy(w10)
+    w2["throughput"].update(workers=2, env_steps_per_s=12.0)
+    trained = copy.deepcopy(w10)
+    trained["policy"]["checkpoint"] = "lerobot/pi05_libero"
+    block = readme.results_block(ROOT, [("b.json", w10), ("a.json", w2)])
+    table = block[block.index("libero-eval-pi05 on h200"):]
+    rows = [line.split()[:5] for line in table.splitlines()[3:5]]
+    assert rows[0][0] == "2" and rows[0][4] == "12.0" and rows[1][0] == "10"  # one table, by workers
+    assert block.count("libero-eval-pi05 on h200") == 1 and "libero_spatial 0/10" in table
+    ladder = ("l.json", load_result(ROOT / H200))
+    assert "LoongForge bf16 libero_spatial" not in readme.results_block(ROOT, [ladder, ("b.json", w10)])
+    assert "LoongForge bf16 libero_spatial" in readme.results_block(ROOT, [ladder, ("t.json", trained)])
+
+
 def test_update_readme_rewrites_a_stale_section_and_draws_the_figure(tmp_path):
     (tmp_path / "results" / "h200").mkdir(parents=True)
     (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_bytes((ROOT / H200).read_bytes())

@@ -176,7 +176,8 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     runner = EvalRunner(policy, setup.env, workers=cfg.workers, batch_wait_s=cfg.batch_wait_s,
                         episode_timeout_s=cfg.episode_timeout_s, progress=progress, on_episode=on_episode,
                         video_dir=video_dir)
-    progress(f"{len(episodes)} episodes on {runner.n_workers} workers -> {out}")
+    workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
+    progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
     start = time.perf_counter()
     try:
         new = runner.run(episodes)
