@@ -255,18 +255,43 @@ def cpu_used_by_others(fn, cpu: int):
     return value, max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(total1 - total0, 1)
 
 
+def machine_speed(path: str) -> float:
+    """How fast the machine computed during a run: the fastest quarter's samples/s with the test-only sleep
+    taken out (it is that fraction of each step's compute time, so compute = step / (1 + fraction))."""
+    r = json.loads(Path(path).read_text())
+    rung_ = r["rungs"][0]
+    batch = r["workload"]["batch_size"]
+    return percentile([batch / t for t in rung_["step_times_s"]], 75) * (1 + (rung_.get("test_slowdown") or 0))
+
+
+# Two runs are like for like when the machine computed within 10% as fast in both: then an A/A pair cannot
+# move past the 15% tolerance, a 30% slowdown still reads >= 20% slower and a 2% one <= 12% slower.
+LIKE_FOR_LIKE = 1.10
+
+
+def unlike(runs: dict, noisy: dict, cur: str, base: str) -> str | None:
+    """Why the pair (cur, base) is not like for like, or None when it is."""
+    if cur in noisy or base in noisy:
+        return "; ".join(f"{n}: {noisy[n]}" for n in (cur, base) if n in noisy)
+    fast = {n: machine_speed(runs[n]) for n in (cur, base)}
+    if max(fast.values()) > LIKE_FOR_LIKE * min(fast.values()):
+        return ("the machine's speed moved between them: " + ", ".join(f"{n} {v:.1f}" for n, v in fast.items())
+                + " samples/s (fastest quarter, test sleep taken out)")
+    return None
+
+
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory):
-    """A warm-up run, six plain runs (five A/A pairs of neighbours in time), then a run slowed by 30% and by 2%,
-    each after a plain run to be gated against.
+    """A warm-up run, six plain runs (five A/A pairs of neighbours in time), then a plain run followed by one
+    slowed by 30%, and a plain run followed by one slowed by 2%; a slowed pair that is not like for like is
+    run again (twice at most).
 
-    On the 2-vCPU VM these tests were written on, the two CPUs ran the same steps up to 40% apart, and each
-    CPU switched every second or so between full speed and ~57% of it (the host's other work, invisible
-    inside the VM). So every run is one thread pinned to one CPU (the last, away from CPU 0's kernel work)
-    and times 40 steps, enough that each run's fastest quarter comes from the same state of the machine;
-    a run during which another process used that CPU is measured again (a few times in all), and if still
-    disturbed its pairs are skipped with the reason, as are all pairs when the plain runs' speeds spread by
-    more than 25% (the machine changed, not the code; see quiet_pairs)."""
+    On the 2-vCPU VM these tests were written on, the two CPUs ran the same steps up to 40% apart, and the
+    host's other work (invisible inside the VM) slowed a CPU to ~57% for seconds to minutes at a time: in one
+    full-suite run five plain runs read 23-26 samples/s and the sixth 40. So every run is one thread pinned to
+    one CPU (the last, away from CPU 0's kernel work) and times 40 steps; a run during which another process
+    used that CPU is measured again (a few times in all); and a pair is gated only when like for like (see
+    unlike()), else skipped with the measured speeds: the machine changed, not the code."""
     tmp = tmp_path_factory.mktemp("gate-runs")
     (tmp / "s.yaml").write_text(AA_SCENARIO)
     scenario = load_scenario(tmp / "s.yaml")
@@ -277,6 +302,7 @@ def cpu_runs(tmp_path_factory):
     def run(name, slowdown=None):
         env = {"OMP_NUM_THREADS": "1", **({"VLABENCH_TEST_SLOWDOWN": str(slowdown)} if slowdown else {})}
         out = tmp / f"{name}.json"
+        noisy.pop(name, None)
         while True:
             _, others = cpu_used_by_others(
                 lambda: run_scenario(scenario, get_target("cpu"), out, ["test"], progress=lambda _: None, env=env),
@@ -290,40 +316,31 @@ def cpu_runs(tmp_path_factory):
 
     try:
         # Thrown away: in the full suite the first run after the tests before it came out ~30% slower than the
-        # rest (cold caches, a CPU returning to speed), which alone spread the plain runs past 25%.
+        # rest (cold caches, a CPU returning to speed).
         run_scenario(scenario, get_target("cpu"), tmp / "warm-up.json", ["test"], progress=lambda _: None,
                      env={"OMP_NUM_THREADS": "1"})
         runs = {f"a{i}": run(f"a{i}") for i in range(6)}
-        runs["slow30"] = run("slow30", 0.30)
-        runs["a6"] = run("a6")
-        runs["slow2"] = run("slow2", 0.02)
+        for slowed, base, fraction in (("slow30", "b30", 0.30), ("slow2", "b2", 0.02)):
+            for _ in range(3):
+                runs[base], runs[slowed] = run(base), run(slowed, fraction)
+                if unlike(runs, noisy, slowed, base) is None:
+                    break
     finally:
         os.sched_setaffinity(0, allowed)
     return runs, noisy
 
 
-def quiet_pairs(runs, noisy, pairs):
-    """The (current, baseline) pairs of undisturbed runs, and why the others are not like for like: another
-    process on the runs' CPU, or a machine whose speed moved between identical plain runs by more than the
-    gate's tolerance is asked to absorb (then no pair is like for like)."""
-    fast = {n: percentile([2 / t for t in json.loads(Path(p).read_text())["rungs"][0]["step_times_s"]], 75)
-            for n, p in runs.items() if n.startswith("a")}
-    if max(fast.values()) > 1.25 * min(fast.values()):
-        return [], ["the machine's speed moved between identical runs: fastest-quarter samples/s "
-                    + ", ".join(f"{n} {v:.1f}" for n, v in fast.items())]
-    busy = sorted({f"{n}: {noisy[n]}" for pair in pairs for n in pair if n in noisy})
-    return [p for p in pairs if not set(p) & set(noisy)], busy
-
-
 @pytest.mark.slow
 def test_aa_runs_pass_five_times(cpu_runs, capsys):
     runs, noisy = cpu_runs
-    pairs, busy = quiet_pairs(runs, noisy, [(f"a{i + 1}", f"a{i}") for i in range(5)])
-    codes = [main(["gate", runs[cur], "--baseline", runs[base], *CPU_TOLERANCE]) for cur, base in pairs]
-    assert codes == [0] * len(pairs), capsys.readouterr().out
-    if busy:
-        pytest.skip(f"{len(pairs)} of 5 A/A pairs were like for like (and passed); not like for like: "
-                    + "; ".join(busy))
+    pairs = [(f"a{i + 1}", f"a{i}") for i in range(5)]
+    why = {pair: unlike(runs, noisy, *pair) for pair in pairs}
+    alike = [pair for pair in pairs if why[pair] is None]
+    codes = [main(["gate", runs[cur], "--baseline", runs[base], *CPU_TOLERANCE]) for cur, base in alike]
+    assert codes == [0] * len(alike), capsys.readouterr().out
+    if len(alike) < len(pairs):
+        pytest.skip(f"{len(alike)} of 5 A/A pairs were like for like (and passed); not like for like: "
+                    + "; ".join(f"{c} vs {b}: {why[(c, b)]}" for c, b in pairs if why[(c, b)]))
 
 
 @pytest.mark.slow
@@ -331,16 +348,17 @@ def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
     runs, noisy = cpu_runs
     slowed = json.loads(Path(runs["slow30"]).read_text())["rungs"][0]
     assert slowed["test_slowdown"] == 0.3
-    pairs, busy = quiet_pairs(runs, noisy, [("slow30", "a5"), ("slow2", "a6")])
-    if ("slow30", "a5") in pairs:
-        assert main(["gate", runs["slow30"], "--baseline", runs["a5"], *CPU_TOLERANCE]) == 1
+    why = {pair: unlike(runs, noisy, *pair) for pair in (("slow30", "b30"), ("slow2", "b2"))}
+    if why[("slow30", "b30")] is None:
+        assert main(["gate", runs["slow30"], "--baseline", runs["b30"], *CPU_TOLERANCE]) == 1
         out = capsys.readouterr().out
         assert "community  throughput   FAIL" in out and "test-only VLABENCH_TEST_SLOWDOWN" in out
-    if ("slow2", "a6") in pairs:
-        assert main(["gate", runs["slow2"], "--baseline", runs["a6"], *CPU_TOLERANCE]) == 0, \
+    if why[("slow2", "b2")] is None:
+        assert main(["gate", runs["slow2"], "--baseline", runs["b2"], *CPU_TOLERANCE]) == 0, \
             capsys.readouterr().out
-    if busy:
-        pytest.skip("not like for like: " + "; ".join(busy))
+    if any(why.values()):
+        pytest.skip("not like for like after three tries: "
+                    + "; ".join(f"{c} vs {b}: {w}" for (c, b), w in why.items() if w))
 
 
 @pytest.mark.slow
