@@ -32,11 +32,12 @@ case $part in
               --rung-timeout 150 2>&1 | tee "$out/ascend.log"
             cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;
   ddp)      # needs a machine of several GPUs (kind nvidia-h200-x2 or larger): the two compile rungs
-            # data-parallel over every GPU, for exposed all-reduce time per compile layout
+            # data-parallel over every GPU, for exposed all-reduce time per compile layout (RUNGS= picks rungs;
+            # the two compile rungs alone fit one 10-minute call)
             n=$(nvidia-smi -L | wc -l)
             vlabench run scenarios/pi05-loongforge.yaml --target h200 --nproc "$n" \
-              --rungs community,prune-empty-cameras,compile-backbone,flex-attention,recompute-vit-only,compile-per-layer \
-              --out "results/h200/pi05-loongforge-ddp$n.json" --rung-timeout 450 2>&1 | tee "$out/ddp.log"
+              --rungs "${RUNGS:-community,prune-empty-cameras,compile-backbone,flex-attention,recompute-vit-only,compile-per-layer}" \
+              --out "results/h200/pi05-loongforge-ddp$n.json" --rung-timeout "${RUNG_TIMEOUT:-450}" 2>&1 | tee "$out/ddp.log"
             cp "results/h200/pi05-loongforge-ddp$n.json" "$out/"; exit 0 ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
