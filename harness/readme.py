@@ -31,9 +31,11 @@ FIGURE_SCENARIO = "pi05-loongforge"  # the ladder the README's figure shows, bes
 
 
 def readme_figure(results: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The README's one figure: the waterfall of the full-model FIGURE_SCENARIO ladder (else the first
-    full-model ladder)."""
+    """The README's one figure: the waterfall of the full-model FIGURE_SCENARIO ladder with the most measured
+    rungs (a partial one, e.g. a few rungs on several GPUs, has no baseline to fall from), else of the fullest
+    full-model ladder."""
     ladders = [(p, r) for p, r in results if compare.is_ladder(r) and r["workload"].get("model_size") == "full"]
+    ladders.sort(key=lambda x: -sum(r["status"] == "ok" for r in x[1]["rungs"]))  # the fullest ladder first
     return next((x for x in ladders if x[1]["scenario"]["name"] == FIGURE_SCENARIO), ladders[0] if ladders else None)
 
 
