@@ -33,6 +33,10 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
     for r in result["rungs"]:
         n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
         if r["status"] == "ok":
+            if (r.get("world_size") or 1) > 1 and r.get("exposed_comm_s") is not None:
+                n.append(f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
+                         f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
+                         f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)")
             if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
                 n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")
             n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"]) \
@@ -65,8 +69,9 @@ def ladder_rows(result: dict) -> list[list[str]]:
 
 def ladder_table(result: dict, fmt: str = "simple") -> str:
     t, w = result["target"], result["workload"]
+    per = f" per process x {result['nproc']} processes (DDP)" if (result.get("nproc") or 1) > 1 else ""
     title = (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), {w['model_size']} model, "
-             f"batch {w['batch_size']}, {w['dtype']}")
+             f"batch {w['batch_size']}{per}, {w['dtype']}")
     return title + "\n" + tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
 
 
