@@ -108,3 +108,14 @@ def test_report_of_an_evaluation_shows_its_success_rates_and_throughput(tmp_path
     assert "5          10          2300         46.0      50.0           12.5" in table
     assert "81 (75-90)" in table and "17.2" in table and "1.50" in table
     assert "libero_goal/3" not in result_table(evaluated, tasks=False)  # the README shows suites only
+
+
+def test_data_parallel_ladder_table_shows_processes_and_exposed_all_reduce():
+    from harness.report import result_table
+
+    result = load_result(ROOT / "results/h200/pi05-loongforge-ddp2.json")
+    table = result_table(result)
+    assert "batch 32 per process x 2 processes (DDP)" in table.splitlines()[0]
+    per_layer = next(r for r in result["rungs"] if r["name"] == "compile-per-layer")
+    ms = round(1000 * per_layer["exposed_comm_s"])
+    assert f"2 processes: {per_layer['samples_per_s'] / 2:.2f} samples/s each; all-reduce exposed {ms} ms" in table
