@@ -81,10 +81,14 @@ def provenance_line(path: str, result: dict) -> str:
             f"{' (uncommitted changes)' if p.get('dirty') else ''}, torch {p['torch']}.")
 
 
-def eval_title(result: dict) -> str:
-    t, pol, tp = result["target"], result.get("policy") or {}, result.get("throughput") or {}
+def eval_workers(result: dict) -> int:
+    return (result.get("throughput") or {}).get("workers") or 0
+
+
+def eval_title(result: dict, workers: bool = True) -> str:
+    t, pol, n = result["target"], result.get("policy") or {}, eval_workers(result)
     model = f", {pol['model_size']} model" if pol.get("model_size") else ""
-    workers = f", {tp['workers']} env worker{'s' if tp['workers'] != 1 else ''}" if tp.get("workers") else ""
+    workers = f", {n} env worker{'s' if n != 1 else ''}" if workers and n else ""
     return (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
             f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}")
 
@@ -127,7 +131,7 @@ def eval_throughput_table(result: dict, fmt: str = "simple") -> str:
 def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
     """Evaluations of one policy on one target that differ in their number of env workers: one row each,
     by workers, with the suites' success beside the speed."""
-    runs = sorted(results, key=lambda r: (r.get("throughput") or {}).get("workers") or 0)
+    runs = sorted(results, key=eval_workers)
     rows = []
     for r in runs:
         speed = eval_throughput_row(r)
@@ -136,9 +140,8 @@ def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
         suites = [f"{k} {e['successes']}/{e['trials']}" for k, e in (r.get("success_rate") or {}).items()
                   if "/" not in k]
         rows.append(speed + ["; ".join(suites)])
-    title = eval_title(runs[0]).rsplit(", ", 1)[0] if "env worker" in eval_title(runs[0]) else eval_title(runs[0])
-    return title + "\n" + tabulate(rows, headers=EVAL_SPEED_HEADERS + ("success",), tablefmt=fmt,
-                                   disable_numparse=True)
+    table = tabulate(rows, headers=EVAL_SPEED_HEADERS + ("success",), tablefmt=fmt, disable_numparse=True)
+    return eval_title(runs[0], workers=False) + "\n" + table
 
 
 def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
