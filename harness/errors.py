@@ -1,23 +1,9 @@
 """One-line errors for bad user input (scenario files, result files): never a traceback."""
 from __future__ import annotations
 
-from typing import Any
+from models.schema import describe
 
-_YAML_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string",
-                    list: "list", dict: "mapping", type(None): "null"}
-
-
-def describe(value: Any, limit: int = 60) -> str:
-    """A short, single-line description of a value for "got ..." messages, e.g. "boolean True"."""
-    kind = _YAML_TYPE_NAMES.get(type(value), type(value).__name__)
-    if value is None:
-        return kind
-    if isinstance(value, bool):
-        return f"{kind} {str(value).lower()}"  # spelled as the user wrote it in YAML or JSON
-    text = " ".join(repr(value).split())  # collapse newlines so the message stays on one line
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{kind} {text}"
+__all__ = ["InputError", "describe"]
 
 
 class InputError(ValueError):

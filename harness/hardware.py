@@ -12,11 +12,13 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 
 # Capabilities a rung may `require`; a target lacking one records the rung as unsupported.
-KNOWN_CAPABILITIES = frozenset({"fp8", "flex-backward", "compile"})
+Capability = Literal["fp8", "flex-backward", "compile"]
+KNOWN_CAPABILITIES = frozenset(get_args(Capability))
 
 
 @dataclass(frozen=True)

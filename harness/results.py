@@ -16,13 +16,17 @@ import shlex
 import socket
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-from .errors import InputError, describe
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Expect, SchemaError, describe, parse
+
+from .errors import InputError
 
 SCHEMA = "vlabench.result/1"
-RUNG_STATUSES = ("ok", "oom", "error", "unsupported", "skipped")
+RungStatus = Literal["ok", "oom", "error", "unsupported", "skipped"]
+RUNG_STATUSES = get_args(RungStatus)
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,12 +154,85 @@ class ResultWriter:
         return copy.deepcopy(self._data)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+PositiveNumber = Annotated[float, POSITIVE]
+
+
+@dataclass(frozen=True)
+class _Named:
+    __open_schema__ = True
+    name: str
+
+
+@dataclass(frozen=True)
+class MachineProbeRecord:
+    __open_schema__ = True
+    kernel: str
+    times_s: Annotated[tuple[PositiveNumber, ...], AT_LEAST_ONE]
+    repeats: Annotated[int, AT_LEAST_ONE] = 1
+
+
+@dataclass(frozen=True)
+class RungRecord:
+    """The keys of a rung record that tables and gates compute with: present, finite and positive where a
+    division or a ratio needs them, so a broken file is refused in one line instead of crashing a command."""
+
+    __open_schema__ = True
+    name: str
+    status: RungStatus
+    reason: str | None = None
+    samples_per_s: PositiveNumber | None = None
+    samples_per_s_p10: PositiveNumber | None = None
+    samples_per_s_p90: PositiveNumber | None = None
+    step_time_s: PositiveNumber | None = None
+    step_times_s: Annotated[tuple[PositiveNumber, ...], AT_LEAST_ONE] | None = None
+    # a non-finite loss was written as null: a finding, not a broken file
+    losses: Annotated[tuple[float | None, ...], Expect("a list of numbers (null for a non-finite loss)")] | None = None
+    peak_memory_gib: Annotated[float, NON_NEGATIVE] | None = None
+    machine_probe: MachineProbeRecord | None = None
+
+    def __post_init__(self):
+        if self.status != "ok" and not self.reason:
+            raise SchemaError("reason", f"a reason for status {self.status!r}", describe(self.reason))
+        if self.status == "ok":
+            for key in ("samples_per_s", "step_times_s", "losses"):
+                if getattr(self, key) is None:
+                    raise SchemaError(key, "a value (the rung is ok)", "nothing")
+
+
+@dataclass(frozen=True)
+class SuccessEntry:
+    __open_schema__ = True
+    successes: Annotated[int, NON_NEGATIVE]
+    trials: Annotated[int, AT_LEAST_ONE]
+
+    def __post_init__(self):
+        if self.successes > self.trials:
+            raise SchemaError(None, "successes <= trials", f"successes {self.successes}, trials {self.trials}")
+
+
+@dataclass(frozen=True)
+class ResultWorkload:
+    __open_schema__ = True
+    batch_size: Annotated[int, AT_LEAST_ONE] | None = None  # ladders have one; evaluations do not
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """What every reader of a result file relies on; the rest of the file is kept as it is."""
+
+    __open_schema__ = True
+    schema: Literal["vlabench.result/1"]
+    scenario: _Named
+    target: _Named
+    provenance: dict[str, Any]
+    workload: ResultWorkload
+    rungs: Annotated[tuple[RungRecord, ...], Expect("a list of rung records")]
+    nproc: Annotated[int, AT_LEAST_ONE] = 1
+    success_rate: dict[str, SuccessEntry] | None = None
 
 
 def load_result(path) -> dict:
-    """Read a result file and check the keys other tools rely on; raises a one-line ResultError."""
+    """Read a result file and check what other tools compute with; raises a one-line ResultError."""
     path = str(path)
 
     def fail(key, expected, got):
@@ -172,41 +249,10 @@ def load_result(path) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         fail(f"line {e.lineno}", "valid JSON", e.msg)
-
     if not isinstance(data, dict):
         fail("(top level)", "a JSON object", describe(data))
-    if data.get("schema") != SCHEMA:
-        fail("schema", repr(SCHEMA), describe(data.get("schema")))
-    for section in ("scenario", "target", "provenance", "workload"):
-        if not isinstance(data.get(section), dict):
-            fail(section, "an object", describe(data.get(section)))
-    for section in ("scenario", "target"):
-        name = data[section].get("name")
-        if not isinstance(name, str) or not name:
-            fail(f"{section}.name", "a non-empty string", describe(name))
-    rungs = data.get("rungs")
-    if not isinstance(rungs, list):
-        fail("rungs", "a list", describe(rungs))
-    for i, rung in enumerate(rungs):
-        key = f"rungs[{i}]"
-        if not isinstance(rung, dict):
-            fail(key, "an object", describe(rung))
-        if not isinstance(rung.get("name"), str) or not rung["name"]:
-            fail(f"{key}.name", "a non-empty string", describe(rung.get("name")))
-        status = rung.get("status")
-        if status not in RUNG_STATUSES:
-            fail(f"{key}.status", "one of " + ", ".join(RUNG_STATUSES), describe(status))
-        if status != "ok":
-            if not isinstance(rung.get("reason"), str) or not rung["reason"]:
-                fail(f"{key}.reason", f"a reason for status {status!r}", describe(rung.get("reason")))
-            continue
-        if not _is_number(rung.get("samples_per_s")):
-            fail(f"{key}.samples_per_s", "a number", describe(rung.get("samples_per_s")))
-        steps = rung.get("step_times_s")
-        if not isinstance(steps, list) or not steps or not all(_is_number(t) for t in steps):
-            fail(f"{key}.step_times_s", "a non-empty list of numbers", describe(steps))
-        losses = rung.get("losses")
-        # A non-finite loss was written as null; it is a finding, not a broken file.
-        if not isinstance(losses, list) or not all(v is None or _is_number(v) for v in losses):
-            fail(f"{key}.losses", "a list of numbers", describe(losses))
+    try:
+        parse(ResultFile, data)
+    except SchemaError as e:
+        fail(e.key, e.expected, e.got)
     return data

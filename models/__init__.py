@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import importlib
 
-from .family import ModelFamily, OptionError
+from .family import ModelFamily
+from .schema import SchemaError
 
+# Registration is the one place the harness learns of a family: name -> module holding `FAMILY`.
 FAMILIES = {"pi05": "models.pi05"}
 
 
@@ -14,4 +16,4 @@ def get_family(name: str) -> ModelFamily:
     return importlib.import_module(FAMILIES[name]).FAMILY
 
 
-__all__ = ["FAMILIES", "ModelFamily", "OptionError", "get_family"]
+__all__ = ["FAMILIES", "ModelFamily", "SchemaError", "get_family"]

@@ -1,43 +1,148 @@
-"""The small interface through which the harness drives a model family.
+"""The interface through which the harness drives a model family, with the defaults a family may keep.
 
-`models/` never imports `harness/`: the harness asks a family to parse options, build a model,
-make batches, compute a loss and count FLOPs, and measures the rest itself.
+`models/` never imports `harness/`: the harness asks a family (a `ModelFamily` subclass registered in
+models/__init__.py) to parse a rung's options, say whether a target can train them, build the model, make
+batches, take a training step, count FLOPs and judge loss parity, and measures the rest itself. A family
+needs nothing else from the harness, and the harness calls nothing else on a family.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import torch
+from torch import nn
+
+from .schema import POSITIVE, SchemaError, parse, to_plain
+
+Dtype = Literal["bf16", "fp32"]
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+CommHook = Literal["bf16_compress", "fp16_compress"]
 
 
-class OptionError(ValueError):
-    """A bad option value. `key` is the option's path inside the options mapping (e.g. "recompute.patterns")."""
+@dataclass(frozen=True)
+class DdpFlags:
+    """DistributedDataParallel flags a rung sets (unset ones keep DDP's defaults), plus a gradient
+    compression hook. The harness owns the processes and applies them; a family only declares them."""
 
-    def __init__(self, key: str, expected: str, got: Any):
-        self.key, self.expected, self.got = key, expected, got
-        super().__init__(f"{key}: expected {expected}, got {got!r}")
+    find_unused_parameters: bool | None = None
+    static_graph: bool | None = None
+    gradient_as_bucket_view: bool | None = None
+    bucket_cap_mb: Annotated[float, POSITIVE] | None = None
+    comm_hook: CommHook | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in to_plain(self).items() if v is not None}
 
 
-class ModelFamily(Protocol):
+@dataclass(frozen=True)
+class Applied:
+    """What a rung's switches did to the built model, by module name: kept in the rung record and read by
+    the harness (several compile units change how DDP must be set up)."""
+
+    fp8_linears: tuple[str, ...] = ()
+    recomputed: tuple[str, ...] = ()
+    compile_units: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return to_plain(self)
+
+
+@dataclass
+class Built:
+    model: nn.Module
+    applied: Applied
+
+
+Step = Callable[[dict], torch.Tensor]
+
+
+class ModelFamily:
+    """A model family: subclasses set `name`, `sizes` and `options_type` (a frozen dataclass read with
+    models.schema) and implement the methods that raise NotImplementedError; the rest have defaults."""
+
     name: str
     sizes: tuple[str, ...]
+    options_type: type
 
-    def parse_options(self, options: dict) -> Any:
-        """Validate a cumulative options mapping; raises OptionError."""
+    # -- options
+    def parse_options(self, options: Any):
+        """A rung's cumulative options mapping as `options_type`; raises SchemaError (key relative to the
+        options mapping)."""
+        return parse(self.options_type, options)
 
-    def unsupported_reason(self, options: Any, backend: str, capabilities: frozenset[str]) -> str | None:
-        """Why these options cannot train on this backend, or None."""
+    def unsupported_reason(self, options, backend: str, capabilities: frozenset[str]) -> str | None:
+        """Why these options cannot train on this backend (given the target's capabilities), or None."""
+        return None
 
-    def build(self, size: str, options: Any, workload: dict, device: torch.device, dtype: torch.dtype,
-              seed: int) -> torch.nn.Module:
-        """The model with its options applied, initialised deterministically from `seed`."""
+    def parity_tolerance(self, baseline, options, dtype: str) -> tuple[float, str]:
+        """Largest relative loss difference to the baseline rung that is still the same math, and why."""
+        raise NotImplementedError
+
+    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+        """Analytic remarks on what a rung changes, for tables (raw option mappings in)."""
+        return []
+
+    def recompute_groups(self) -> dict[str, tuple[str, ...]]:
+        """Module-name pattern groups that `vlabench recompute-sweep` recomputes one at a time."""
+        return {}
+
+    def ddp_flags(self, options) -> DdpFlags | None:
+        """The rung's DistributedDataParallel flags, or None for DDP's defaults (several processes) or no
+        DDP wrapper (one process)."""
+        return None
+
+    # -- building and training
+    def build(self, size: str, options, workload: dict, device: torch.device, dtype: torch.dtype,
+              seed: int) -> Built:
+        """The model with its options applied, initialised deterministically from `seed`, and what the
+        options applied."""
+        raise NotImplementedError
+
+    def prepare_for_ddp(self, built: Built, flags: DdpFlags) -> list[str]:
+        """Make the model fit DDP with these flags before it is wrapped (e.g. freeze parameters the loss
+        never reaches when DDP will not search for unused ones); returns what changed."""
+        return []
+
+    def optimizer(self, model: nn.Module, options, workload: dict, backend: str) -> torch.optim.Optimizer:
+        """The reference training path's optimizer over the trainable parameters."""
+        raise NotImplementedError
+
+    def make_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, options) -> Step:
+        """One training step on a batch, returning the detached loss: forward, backward, gradient clipping
+        at 1.0 and the optimizer step, unless the family's options change how a step runs."""
+        return standard_step(self.loss, model, optimizer)
 
     def make_batches(self, size: str, workload: dict, n: int, device: torch.device, dtype: torch.dtype,
                      seed: int) -> list[dict]:
-        """`n` training batches (inputs, noise, flow time), identical for every rung with the same seed."""
+        """`n` synthetic training batches (inputs, noise, flow time), the same for every rung of a seed."""
+        raise NotImplementedError
 
-    def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
-        """Scalar training loss for a batch."""
+    def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
+        """Scalar training loss for a batch (through `model(...)`, so that a DDP wrapper sees the forward)."""
+        raise NotImplementedError
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
-        """Useful (analytic) training FLOPs per sample: no recompute, no padding slots."""
+        """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
+        raise NotImplementedError
+
+
+def standard_step(loss_fn: Callable[[nn.Module, dict], torch.Tensor], model: nn.Module,
+                  optimizer: torch.optim.Optimizer, clip: float = 1.0) -> Step:
+    """loss, backward, clip the gradient norm, optimizer step, drop the gradients."""
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(batch: dict) -> torch.Tensor:
+        loss = loss_fn(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+__all__ = ["Applied", "Built", "CommHook", "DdpFlags", "Dtype", "ModelFamily", "SchemaError", "Step",
+           "TORCH_DTYPES", "standard_step"]

@@ -8,12 +8,15 @@ Which linears are worth converting is decided here by shape and name, for any mo
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal, get_args
 
 from torch import nn
 
 from .recompute import name_matches
 
-RECIPES = ("tensorwise", "rowwise")
+# tensorwise: one scale per tensor, cuBLAS FP8 GEMM (fastest); rowwise: one scale per row, CUTLASS (more accurate)
+Fp8Recipe = Literal["tensorwise", "rowwise"]
+RECIPES = get_args(Fp8Recipe)
 
 # A linear is converted only when both its sides have at least this many features. FP8 halves the
 # GEMM time but adds casts that read and write the input, weight and gradient (plus an amax reduction

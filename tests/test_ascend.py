@@ -22,13 +22,12 @@ WORKLOAD = {**SCENARIO.workload_for("cpu").as_dict(), "batch_size": 2, "text_tok
 def build(options: dict):
     # the flow time comes from the batch here: the samplers are tested on their own below
     opts = parse_options({**options, "time_sampling": "harness"})
-    model = FAMILY.build("tiny", opts, WORKLOAD, "cpu", torch.float32, seed=0)
-    ddp = FAMILY.ddp_options(opts)
-    if ddp is None:
-        return model
-    if not ddp.get("find_unused_parameters"):
-        FAMILY.freeze_parameters_off_the_loss_path(model)
-    return wrap_ddp(model, ddp, SimpleNamespace(torch_device=torch.device("cpu")))
+    built = FAMILY.build("tiny", opts, WORKLOAD, "cpu", torch.float32, seed=0)
+    flags = FAMILY.ddp_flags(opts)
+    if flags is None:
+        return built.model
+    FAMILY.prepare_for_ddp(built, flags)
+    return wrap_ddp(built.model, flags, built.applied, SimpleNamespace(torch_device=torch.device("cpu")))
 
 
 def loss_and_grads(model, batch):
@@ -91,7 +90,7 @@ def test_ddp_static_holds_no_unused_parameters(batch):
 def test_fused_qkv_still_loads_separate_checkpoints(batch):
     plain = build({"recompute": "none"})
     fused = FAMILY.build("tiny", parse_options({"recompute": "none", "fused_qkv": True, "fused_gate_up": True}),
-                         WORKLOAD, "cpu", torch.float32, seed=1)  # other weights
+                         WORKLOAD, "cpu", torch.float32, seed=1).model  # other weights
     fused.load_state_dict(plain.state_dict())
     with torch.no_grad():
         assert torch.equal(FAMILY.loss(fused, batch), FAMILY.loss(plain, batch))

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without to
 
 def tiny(attention, device="cpu", seed=0):
     opts = parse_options({"attention": attention, "recompute": "none"})
-    return FAMILY.build("tiny", opts, WORKLOAD, device, torch.float32, seed)
+    return FAMILY.build("tiny", opts, WORKLOAD, device, torch.float32, seed).model
 
 
 def batch(device="cpu", seed=1):

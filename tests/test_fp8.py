@@ -127,10 +127,10 @@ def test_emulated_fp8_tiny_pi05_trains_close_to_bf16_math():
     gen = torch.Generator().manual_seed(1)
     batch = to_device(make_batch(TINY, 2, 2, 24, 6, gen), "cpu", torch.float32)
     opts = parse_options({"recompute": "none"})
-    ref = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, 0)
+    ref = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, 0).model
     ref_loss = ref.loss(batch)
     ref_loss.backward()
-    model = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, 0)
+    model = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, 0).model
     converted = apply_fp8(model, "tensorwise", min_features=16, skip=PI05_SKIP, emulate=True)
     loss = model.loss(batch)
     loss.backward()

@@ -16,8 +16,12 @@ WORKLOAD = {**SCENARIO.workload_for("cpu").as_dict(), "batch_size": 2, "text_tok
 CPU = get_target("cpu")
 
 
-def build(options: dict):
+def build_with_applied(options: dict):
     return FAMILY.build("tiny", parse_options(options), WORKLOAD, "cpu", torch.float32, seed=0)
+
+
+def build(options: dict):
+    return build_with_applied(options).model
 
 
 def loss_and_grads(model, batch):
@@ -75,11 +79,11 @@ def test_flex_rung_forward_matches_community(batch, community):
 
 
 def test_recompute_patterns_of_the_ladder():
-    nested = build({"recompute": "nested-full"})
-    names = set(nested.recomputed)
+    nested = build_with_applied({"recompute": "nested-full"})
+    names = set(nested.applied.recomputed)
     assert {"vision", "backbone", "backbone.layers.0", "vision.layers.1", "action_out"} <= names
-    vit = build(next(r for r in SCENARIO.ladder if r.name == "recompute-vit-only").cumulative)
-    assert vit.recomputed == [f"vision.layers.{i}" for i in range(2)]
+    vit = build_with_applied(next(r for r in SCENARIO.ladder if r.name == "recompute-vit-only").cumulative)
+    assert vit.applied.recomputed == tuple(f"vision.layers.{i}" for i in range(2))
     plain = build({"recompute": "none"})
     assert matching_modules(plain, ["backbone.layers.*.prefix.mlp"]) == [
         f"backbone.layers.{i}.prefix.mlp" for i in range(3)]
@@ -90,9 +94,10 @@ def test_recompute_patterns_of_the_ladder():
 def test_per_layer_compile_reuses_one_graph_for_all_layers(batch):
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    model = build({"camera_slots": "auto", "recompute": "none", "compile": "per-layer"})
-    assert model.compile_units == [f"backbone.layers.{i}" for i in range(3)] + [
-        "backbone.prefix_norm", "backbone.suffix_norm", "suffix_embed", "action_out"]
+    built = build_with_applied({"camera_slots": "auto", "recompute": "none", "compile": "per-layer"})
+    model = built.model
+    assert built.applied.compile_units == (*(f"backbone.layers.{i}" for i in range(3)),
+                                           "backbone.prefix_norm", "backbone.suffix_norm", "suffix_embed", "action_out")
     FAMILY.loss(model, batch).backward()
     # one graph for the three layers (same code and shapes) and one per small unit; fullgraph=True
     # on every unit turns any graph break into an error

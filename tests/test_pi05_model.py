@@ -11,7 +11,7 @@ WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 
 
 def tiny(options=None, seed=0):
     opts = parse_options({"recompute": "none", **(options or {})})
-    return FAMILY.build("tiny", opts, WORKLOAD, "cpu", torch.float32, seed)
+    return FAMILY.build("tiny", opts, WORKLOAD, "cpu", torch.float32, seed).model
 
 
 def batch(seed=0, **overrides):

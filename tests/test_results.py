@@ -102,17 +102,26 @@ def write_json(tmp_path, data, name="r.json"):
 
 
 @pytest.mark.parametrize("change, key, expected", [
-    (lambda d: d.update(schema="vlabench.result/0"), "schema", "'vlabench.result/1'"),
-    (lambda d: d.pop("provenance"), "provenance", "an object"),
-    (lambda d: d["scenario"].pop("name"), "scenario.name", "a non-empty string"),
+    (lambda d: d.update(schema="vlabench.result/0"), "schema", "one of vlabench.result/1"),
+    (lambda d: d.pop("provenance"), "provenance", "a value"),
+    (lambda d: d["scenario"].pop("name"), "scenario.name", "a value"),
     (lambda d: d["target"].update(name=""), "target.name", "a non-empty string"),
-    (lambda d: d.update(rungs={}), "rungs", "a list"),
+    (lambda d: d.update(rungs={}), "rungs", "a list of rung records"),
     (lambda d: d["rungs"][1].update(status="fast"), "rungs[1].status", "one of ok, oom, error, unsupported, skipped"),
-    (lambda d: d["rungs"][1].pop("name"), "rungs[1].name", "a non-empty string"),
-    (lambda d: d["rungs"][0].pop("samples_per_s"), "rungs[0].samples_per_s", "a number"),
+    (lambda d: d["rungs"][1].pop("name"), "rungs[1].name", "a value"),
+    (lambda d: d["rungs"][0].pop("samples_per_s"), "rungs[0].samples_per_s", "a value (the rung is ok)"),
     (lambda d: d["rungs"][0].update(step_times_s=[]), "rungs[0].step_times_s", "a non-empty list of numbers"),
-    (lambda d: d["rungs"][0].update(losses="1.0"), "rungs[0].losses", "a list of numbers"),
+    (lambda d: d["rungs"][0].update(losses="1.0"), "rungs[0].losses", "a list of numbers (null for a non-finite loss) or null"),
     (lambda d: d["rungs"][1].update(status="oom", reason=None), "rungs[1].reason", "a reason for status 'oom'"),
+    # impossible numbers: a crash must never read as a regression (nor as a ZeroDivisionError)
+    (lambda d: d["rungs"][0].update(step_times_s=[0.1, 0.0]), "rungs[0].step_times_s[1]", "a positive number"),
+    (lambda d: d["rungs"][0].update(step_times_s=[-0.1]), "rungs[0].step_times_s[0]", "a positive number"),
+    (lambda d: d["rungs"][0].update(samples_per_s=float("nan")), "rungs[0].samples_per_s", "a positive number or null"),
+    (lambda d: d["rungs"][0].update(samples_per_s=0), "rungs[0].samples_per_s", "a positive number or null"),
+    (lambda d: d["rungs"][0].update(peak_memory_gib=-1.0), "rungs[0].peak_memory_gib", "a number >= 0 or null"),
+    (lambda d: d["workload"].update(batch_size=0), "workload.batch_size", "a positive integer or null"),
+    (lambda d: d.update(success_rate={"s": {"successes": 3, "trials": 2}}), "success_rate.s",
+     "successes <= trials"),
 ])
 def test_validation_errors(tmp_path, change, key, expected):
     data = {"schema": SCHEMA, **json.loads(json.dumps(HEADER)), "rungs": [ok_rung("a"), ok_rung("b")]}
@@ -141,3 +150,18 @@ def test_nan_loss_is_null_not_invalid(tmp_path):
     path = tmp_path / "r.json"
     ResultWriter(path, HEADER).append_rung(ok_rung("a", losses=[1.0, math.nan]))
     assert load_result(path)["rungs"][0]["losses"] == [1.0, None]
+
+
+@pytest.mark.parametrize("command", [["show"], ["gate", "--baseline", "GOOD"], ["compare"], ["report", "--out", "OUT"],
+                                     ["record", "--results-dir", "OUT"]])
+def test_every_command_refuses_impossible_numbers_in_one_line(tmp_path, capsys, command):
+    from harness.cli import main
+
+    good = {"schema": SCHEMA, **json.loads(json.dumps(HEADER)), "rungs": [ok_rung("a")]}
+    bad = json.loads(json.dumps(good))
+    bad["rungs"][0]["step_times_s"] = [0.1, 0.0, float("nan")]
+    good_path, bad_path = write_json(tmp_path, good, "good.json"), write_json(tmp_path, bad, "bad.json")
+    args = [str(good_path) if a == "GOOD" else str(tmp_path / "out") if a == "OUT" else a for a in command]
+    assert main([args[0], str(bad_path), *args[1:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"vlabench: error: {bad_path}: rungs[0].step_times_s[1]: expected a positive number, got number 0.0"

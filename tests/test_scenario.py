@@ -84,7 +84,7 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 
 def test_unknown_top_level_key_lists_allowed(tmp_path):
     message = error_for(tmp_path, VALID + "ladders: []\n")
-    assert ": ladders: expected a known key (name, model, source, description, workload, ladder, targets, eval, parity_baseline)" in message
+    assert ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, parity_baseline)" in message
     assert "got unknown key 'ladders'" in message
 
 
@@ -96,12 +96,12 @@ def test_missing_required_key(tmp_path):
 
 
 @pytest.mark.parametrize("old, new, key, expected, got", [
-    ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "an integer", "boolean true"),
+    ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "a positive integer", "boolean true"),
     ("timed_steps: 20", "timed_steps: 0", "workload.timed_steps", "a positive integer", "integer 0"),
     ("seed: 0", "seed: -1", "workload.seed", "an integer >= 0", "integer -1"),
-    ("cameras: 2", "cameras: 2.5", "workload.cameras", "an integer", "number 2.5"),
+    ("cameras: 2", "cameras: 2.5", "workload.cameras", "a positive integer", "number 2.5"),
     ("seed: 0}", "seed: 0, batchsize: 3}", "workload.batchsize", "a known key (batch_size, cameras", "unknown key"),
-    ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "an integer", "string 'two'"),
+    ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "a positive integer", "string 'two'"),
     ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
     ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, tiny", "string 'huge'"),
     ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
@@ -120,16 +120,16 @@ def test_wrong_values(tmp_path, old, new, key, expected, got):
 @pytest.mark.parametrize("old, new, key, expected, got", [
     ("{camera_slots: 2}", "{attention: flash}", "ladder[1].options.attention", "one of eager, sdpa, flex",
      "string 'flash'"),
-    ("{linear: fp8}", "{linear: fp8, speed: 11}", "ladder[4].options.speed", "a known option (", "an unknown option"),
+    ("{linear: fp8}", "{linear: fp8, speed: 11}", "ladder[4].options.speed", "a known key (camera_slots, attention", "unknown key 'speed'"),
     ('{patterns: ["vision.layers.*"]}', "{patterns: []}", "ladder[2].options.recompute.patterns",
      "a non-empty list of module-name glob patterns", "list []"),
     ("{camera_slots: 2}", "[camera_slots]", "ladder[1].options", "a mapping", "list"),
     ("name: no-recompute", "name: community", "ladder[3].name", "a name not used by another rung",
      "'community' again (also ladder[0])"),
     ("name: no-recompute", "name: No_Recompute", "ladder[3].name", "a name of lowercase letters", "string"),
-    ("requires: [fp8]", "requires: fp8", "ladder[4].requires", "a list of capability names", "string 'fp8'"),
-    ("requires: [fp8]", "requires: [1]", "ladder[4].requires", "a list of capability names", "list [1]"),
-    ("requires: [fp8]", "requires: [fp-8]", "ladder[4].requires[0]", "a known capability (", "string 'fp-8'"),
+    ("requires: [fp8]", "requires: fp8", "ladder[4].requires", "a list of (fp8, flex-backward, compile)", "string 'fp8'"),
+    ("requires: [fp8]", "requires: [1]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile", "integer 1"),
+    ("requires: [fp8]", "requires: [fp-8]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile", "string 'fp-8'"),
     ("requires: [fp8]", "required: [fp8]", "ladder[4].required", "a known key (name, options, requires)",
      "unknown key"),
 ])

@@ -24,7 +24,7 @@ def test_sweep_configurations():
     assert sweep.ladder[2].cumulative == {**base, "recompute": {"patterns": ["backbone.layers.*.prefix.mlp"]}}
     assert sweep.workload_for("h200").batch_size == 16 and sweep.workload_for("cpu").batch_size == 16
     # every group's patterns match modules of the real model
-    model = FAMILY.build("tiny", FAMILY.parse_options(base), {"action_horizon": 4}, "cpu", torch.float32, 0)
+    model = FAMILY.build("tiny", FAMILY.parse_options(base), {"action_horizon": 4}, "cpu", torch.float32, 0).model
     for rung in sweep.ladder[1:]:
         from models.recompute import matching_modules
         assert matching_modules(model, rung.cumulative["recompute"]["patterns"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..family import Built, DdpFlags, ModelFamily
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
@@ -12,12 +13,10 @@ from .options import Pi05Options, parse_options
 from .techniques import apply_options, count_parameters
 
 
-class Pi05Family:
+class Pi05Family(ModelFamily):
     name = "pi05"
     sizes = tuple(SIZES)
-
-    def parse_options(self, options: dict) -> Pi05Options:
-        return parse_options(options)
+    options_type = Pi05Options
 
     def unsupported_reason(self, options: Pi05Options, backend: str, capabilities: frozenset) -> str | None:
         if options.linear == "fp8" and "fp8" not in capabilities:
@@ -71,22 +70,32 @@ class Pi05Family:
         }
 
     def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype,
-              seed: int) -> Pi05Model:
+              seed: int) -> Built:
         with torch.device(device):
             model = Pi05Model(SIZES[size])
         init_weights(model, seed)
         model.to(dtype)
         model.default_horizon = workload["action_horizon"]
-        return apply_options(model, options, workload.get("compile_backend", "inductor")).train()
+        applied = apply_options(model, options, workload.get("compile_backend", "inductor"))
+        return Built(model.train(), applied)
 
-    def freeze_parameters_off_the_loss_path(self, model: Pi05Model) -> list[str]:
+    def prepare_for_ddp(self, built: Built, flags: DdpFlags) -> list[str]:
         """DDP that does not search for unused parameters must not hold any: freeze those the loss never
         reaches (they get no gradient either way, so the math is unchanged)."""
-        dead = set(model.parameters_off_the_loss_path())
-        for name, p in model.named_parameters():
+        if flags.find_unused_parameters:
+            return []
+        dead = set(built.model.parameters_off_the_loss_path())
+        for name, p in built.model.named_parameters():
             if name in dead:
                 p.requires_grad_(False)
         return sorted(dead)
+
+    def optimizer(self, model: torch.nn.Module, options: Pi05Options, workload: dict,
+                  backend: str) -> torch.optim.Optimizer:
+        """openpi's AdamW(0.9, 0.95, eps 1e-8); fused on CUDA as LeRobot trains."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=workload["lr"], betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10,
+                                 fused=backend == "cuda")
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
@@ -94,8 +103,8 @@ class Pi05Family:
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
 
-    def ddp_options(self, options: Pi05Options) -> dict | None:
-        return None if options.ddp is None else dict(options.ddp)
+    def ddp_flags(self, options: Pi05Options) -> DdpFlags | None:
+        return options.ddp
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         return train_flops_per_sample(SIZES[size], workload["cameras"], workload["text_tokens"],

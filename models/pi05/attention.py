@@ -5,6 +5,8 @@ wants once per step (`prepare_mask`), so the 18 layers share one mask object.
 """
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -35,16 +37,17 @@ def sdpa_attention(q, k, v, additive_mask, scale: float) -> torch.Tensor:
                                           enable_gqa=k.shape[1] != q.shape[1])
 
 
-# fused: the vendor's fused kernel, npu_fusion_attention on an NPU and SDPA (flash or memory-efficient)
-# elsewhere; sdpa: SDPA everywhere; flex: FlexAttention with a BlockMask.
-KINDS = ("eager", "sdpa", "flex", "fused")
+# eager: the community kernel above; sdpa: SDPA everywhere; flex: FlexAttention with a BlockMask; fused: the
+# vendor's fused kernel, npu_fusion_attention on an NPU and SDPA (flash or memory-efficient) elsewhere.
+AttentionKind = Literal["eager", "sdpa", "flex", "fused"]
+KINDS = get_args(AttentionKind)
 
 
 class JointAttention(nn.Module):
     """softmax(QK^T / sqrt(d) + mask) V over the concatenated streams. Holds no parameters, so a
     recompute pattern (`backbone.layers.*.attention`) can target the attention core alone."""
 
-    def __init__(self, kind: str = "eager", scale: float = 1.0):
+    def __init__(self, kind: AttentionKind = "eager", scale: float = 1.0):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"unknown attention kind {kind!r}")

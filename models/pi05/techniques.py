@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..family import Applied
 from ..fp8 import apply_fp8
 from ..fused import fuse_linears
 from ..npu import NpuGateUp
@@ -57,7 +58,7 @@ def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
 def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
     if recompute == "none":
         return []
-    return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute)
+    return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute.patterns)
 
 
 def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> list[str]:
@@ -88,7 +89,8 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> lis
     return list(units)
 
 
-def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str = "inductor") -> Pi05Model:
+def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str = "inductor") -> Applied:
+    """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
     model.camera_slots = options.camera_slots
     model.time_sampling = options.time_sampling
     apply_attention(model, options.attention)
@@ -96,10 +98,10 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
         fuse_qkv(model)
     if options.fused_gate_up:
         fuse_gate_up(model)
-    model.fp8_linears = apply_linear(model, options)
-    model.recomputed = apply_recompute_option(model, options.recompute)
-    model.compile_units = apply_compile(model, options.compile, compile_backend)
-    return model
+    fp8 = apply_linear(model, options)
+    recomputed = apply_recompute_option(model, options.recompute)
+    units = apply_compile(model, options.compile, compile_backend)
+    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units))
 
 
 def count_parameters(model: nn.Module) -> int:
