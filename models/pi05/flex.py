@@ -8,15 +8,28 @@ is expressed as a `mask_mod` over four small per-batch tensors.
 """
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 import torch
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 BLOCK_SIZE = 128  # the kernels' tile; a block fully outside the mask is skipped without being read
 
-# Called eagerly, flex_attention runs an unfused reference (scores materialised per head); compiling
-# it generates the fused kernel. dynamic=False: the shapes of a training run are fixed, and static
-# shapes give the best kernel (a new shape, e.g. inference, compiles once more).
-_compiled_flex = torch.compile(flex_attention, dynamic=False)
+
+@functools.cache
+def compiled_flex():
+    """flex_attention compiled, made on first use: nothing may compile (or import triton) at import time,
+    since importing triton in a process that already holds a Mesa EGL context crashes it.
+
+    Called eagerly, flex_attention runs an unfused reference (scores materialised per head); compiling
+    it generates the fused kernel. dynamic=False: the shapes of a training run are fixed, and static
+    shapes give the best kernel (a new shape, e.g. inference, compiles once more)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
 
 
 def block_mask(pad_q: torch.Tensor, cum_q: torch.Tensor, pad_k: torch.Tensor, cum_k: torch.Tensor) -> BlockMask:
@@ -25,6 +38,8 @@ def block_mask(pad_q: torch.Tensor, cum_q: torch.Tensor, pad_k: torch.Tensor, cu
     pad_q [B, Tq] / pad_k [B, Tk]: True for real tokens. cum_q / cum_k: cumsum of the autoregressive
     flags. Query i may attend key j iff cum_k[b, j] <= cum_q[b, i] and both are real tokens.
     """
+    from torch.nn.attention.flex_attention import create_block_mask
+
     b, tq = pad_q.shape
     tk = pad_k.shape[1]
 
@@ -43,12 +58,14 @@ def flex_joint_attention(q, k, v, mask: BlockMask, scale: float) -> torch.Tensor
     Query rows with no allowed key (padding tokens) come out as zeros, where eager attention gives a
     uniform average; padding rows never reach a real token, so the valid outputs are the same.
     """
+    from torch.nn.attention.flex_attention import flex_attention
+
     if torch.compiler.is_compiling() or q.device.type == "cpu":
         # Inside a compiled region (compile: backbone / per-layer) the outer compile fuses it; on CPU
         # there is no backward anyway and the eager reference avoids a C++ compile per shape.
         attend = flex_attention
     else:
-        attend = _compiled_flex
+        attend = compiled_flex()
     return attend(q, k, v, block_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
