@@ -19,7 +19,6 @@ from harness.rung import (
     configured_test_slowdown,
     seed_step,
     slow_down_for_test,
-    train_step,
 )
 from harness.runner import rung_spec, unsupported_reason, with_substitutes
 from harness.scenario import load_scenario
@@ -50,7 +49,8 @@ def test_rung(benchmark, scenario, target, rung_name):
     spec = rung_spec(scenario, target, rung, workload)
     warmup, timed = workload["warmup_steps"], workload["timed_steps"]
     torch._dynamo.reset()  # each rung compiles afresh, as in its own process under `vlabench run`
-    family, model, optimizer, batches, device = build(spec, warmup + timed)
+    setup = build(spec, warmup + timed)
+    device = setup.device
     slowdown = configured_test_slowdown()
     step = iter(range(warmup + timed))
 
@@ -58,7 +58,7 @@ def test_rung(benchmark, scenario, target, rung_name):
         i = next(step)
         seed_step(workload["seed"], i)
         started = time.perf_counter()
-        train_step(family, model, optimizer, batches[i])
+        setup.step(setup.batches[i])
         slow_down_for_test(device, started, slowdown)
         device.synchronize()
 

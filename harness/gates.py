@@ -23,12 +23,14 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .errors import InputError, describe
+from .errors import InputError
+from .probe import probe_rates, same_kernel
 from .results import load_result
 from .timing import percentile, ratio_interval
 
-PASS, FAIL, NOT_GATED = "pass", "FAIL", "not gated"
-EXIT_PASS, EXIT_REGRESSION = 0, 1
+PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
+# 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
+EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 3
 SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
 FAST_QUARTER = 75  # percentile of per-step samples/s that the throughput gate compares
 WORKLOAD_KEYS = ("model", "model_size", "batch_size", "dtype", "cameras", "text_tokens", "action_horizon",
@@ -51,7 +53,7 @@ class Limits:
 class Check:
     subject: str  # a rung name, or "suite <name>"
     check: str  # status | throughput | peak memory | loss parity | success rate
-    verdict: str  # pass | FAIL | not gated
+    verdict: str  # pass | FAIL | inconclusive | not gated
     baseline: str = ""
     current: str = ""
     change: str = ""
@@ -71,18 +73,31 @@ class GateReport:
         return [c for c in self.checks if c.verdict == FAIL]
 
     @property
+    def inconclusive(self) -> list[Check]:
+        return [c for c in self.checks if c.verdict == INCONCLUSIVE]
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions else EXIT_PASS
+        if self.regressions:
+            return EXIT_REGRESSION
+        return EXIT_INCONCLUSIVE if self.inconclusive else EXIT_PASS
+
+    @property
+    def verdict(self) -> str:
+        return "regression" if self.regressions else "inconclusive" if self.inconclusive else "pass"
 
     def summary(self) -> str:
         gated = [c for c in self.checks if c.verdict != NOT_GATED]
-        if not self.regressions:
-            return f"PASS: {len(gated)} checks passed" + (f", {len(self.warnings)} warnings" if self.warnings else "")
-        failed = "; ".join(f"{c.subject} {c.check} ({c.change or c.current})" for c in self.regressions)
-        return f"REGRESSION: {len(self.regressions)} of {len(gated)} checks failed: {failed}"
+        if self.regressions:
+            failed = "; ".join(f"{c.subject} {c.check} ({c.change or c.current})" for c in self.regressions)
+            return f"REGRESSION: {len(self.regressions)} of {len(gated)} checks failed: {failed}"
+        if self.inconclusive:
+            which = "; ".join(f"{c.subject} {c.check}: {c.note}" for c in self.inconclusive)
+            return f"INCONCLUSIVE: {len(self.inconclusive)} of {len(gated)} checks could not decide: {which}"
+        return f"PASS: {len(gated)} checks passed" + (f", {len(self.warnings)} warnings" if self.warnings else "")
 
     def to_dict(self) -> dict:
-        return {"verdict": "pass" if not self.regressions else "regression", "exit_code": self.exit_code,
+        return {"verdict": self.verdict, "exit_code": self.exit_code,
                 "current": self.current, "baseline": self.baseline, "limits": dataclasses.asdict(self.limits),
                 "warnings": self.warnings, "checks": [dataclasses.asdict(c) for c in self.checks]}
 
@@ -102,7 +117,7 @@ class GateReport:
 
     def markdown(self) -> str:
         """For CI job summaries (e.g. appended to $GITHUB_STEP_SUMMARY)."""
-        verdict = "pass" if not self.regressions else "REGRESSION"
+        verdict = {"regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}.get(self.verdict, "pass")
         lines = [f"### vlabench gate: {verdict}", "",
                  f"`{self.current}` against `{self.baseline}` ({self.limits.describe()})", ""]
         lines += [f"> **Warning:** {w}  " for w in self.warnings]
@@ -125,8 +140,8 @@ def gate(current: dict, baseline: dict, limits: Limits = Limits(), rungs: list[s
                          repr(current["scenario"]["name"]))
     base_rungs = {r["name"]: r for r in baseline["rungs"]}
     cur_rungs = {r["name"]: r for r in current["rungs"]}
-    base_rates = _success_rates(baseline, baseline_name)
-    cur_rates = _success_rates(current, current_name)
+    base_rates = _success_rates(baseline)
+    cur_rates = _success_rates(current)
     if rungs is not None:
         unknown = [r for r in rungs if r not in base_rungs and r not in cur_rungs]
         if unknown:
@@ -208,7 +223,11 @@ def global_batch(result: dict) -> int:
 def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits) -> Check:
     """Gated on the fastest quarter of the steps (the 75th percentile of per-step samples/s): other work on a
     shared machine only ever adds time, to some steps, and leaves those alone, whichever run it hit; a
-    slower rung slows them all. The median (the ladder table's samples/s) is reported beside it."""
+    slower rung slows them all. The median (the ladder table's samples/s) is reported beside it.
+
+    Other work that lasts the whole run slows every step, and no rule on the steps alone can tell that from
+    a slower rung; the machine probe timed beside the steps (harness/probe.py) can. A slowdown that fails
+    on the steps but is within tolerance once the machine's own slowdown is taken out is inconclusive."""
     base_rates = [base_batch / t for t in base["step_times_s"]]
     cur_rates = [cur_batch / t for t in cur["step_times_s"]]
     ratio, low, high = ratio_interval(cur_rates, base_rates, FAST_QUARTER, limits.confidence)
@@ -216,9 +235,19 @@ def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_bat
     check = Check(name, "throughput", PASS, f"{percentile(base_rates, FAST_QUARTER):.2f}/s",
                   f"{percentile(cur_rates, FAST_QUARTER):.2f}/s", f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]",
                   f"median {median_change:+.1%}")
+    machine = machine_ratio(base, cur)
+    if machine is not None and abs(machine - 1) >= 0.02:
+        check.note += f"; machine {machine - 1:+.1%} (probe)"
     if ratio < 1 - limits.tolerance and high < 1:
-        check.verdict = FAIL
-        check.note += f"; slower by more than {limits.tolerance:.0%} and outside run-to-run noise"
+        if machine is not None and ratio / machine >= 1 - limits.tolerance:
+            check.verdict = INCONCLUSIVE
+            check.note += (f"; slower by more than {limits.tolerance:.0%}, but the machine itself was "
+                           f"{1 - machine:.0%} slower during this run: run both again on a quiet machine")
+        else:
+            check.verdict = FAIL
+            check.note += f"; slower by more than {limits.tolerance:.0%} and outside run-to-run noise"
+            if machine is not None and machine < 1:
+                check.note += f" (the machine's own {1 - machine:.0%} slowdown does not explain it)"
     elif ratio < 1 - limits.tolerance:
         check.note += f"; slower by more than {limits.tolerance:.0%}, but within run-to-run noise"
     elif median_change < -limits.tolerance:
@@ -226,6 +255,15 @@ def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_bat
     elif low > 1:
         check.note += "; faster, outside noise"
     return check
+
+
+def machine_ratio(base: dict, cur: dict) -> float | None:
+    """How fast the machine ran during the current rung relative to the baseline's (fastest quarter of the
+    probe rates, as for the steps); None unless both rungs carry the same probe."""
+    b, c = base.get("machine_probe"), cur.get("machine_probe")
+    if not same_kernel(b, c):
+        return None
+    return percentile(probe_rates(c), FAST_QUARTER) / percentile(probe_rates(b), FAST_QUARTER)
 
 
 def _memory_check(name: str, base: dict, cur: dict, limits: Limits) -> Check:
@@ -260,23 +298,9 @@ def _parity_check(name: str, base: dict, cur: dict) -> Check:
     return Check(name, "loss parity", FAIL, text(bp), text(cp), note=note)
 
 
-def _success_rates(result: dict, name: str) -> dict[str, dict]:
-    """The result's `success_rate` entries, checked: {suite: {"successes": k, "trials": n, ...}}."""
-    rates = result.get("success_rate")
-    if rates is None:
-        return {}
-    if not isinstance(rates, dict):
-        raise InputError(name, "success_rate", "a mapping of suite to {successes, trials}", describe(rates))
-    for suite, entry in rates.items():
-        key = f"success_rate.{suite}"
-        if not isinstance(entry, dict):
-            raise InputError(name, key, "{successes, trials, ...}", describe(entry))
-        k, n = entry.get("successes"), entry.get("trials")
-        if not (isinstance(k, int) and isinstance(n, int) and not isinstance(k, bool) and not isinstance(n, bool)
-                and 0 <= k <= n and n > 0):
-            raise InputError(name, key, "integers 0 <= successes <= trials, trials > 0",
-                             f"successes {describe(k)}, trials {describe(n)}")
-    return rates
+def _success_rates(result: dict) -> dict[str, dict]:
+    """The result's `success_rate` entries (checked by load_result): {suite: {"successes": k, "trials": n, ...}}."""
+    return result.get("success_rate") or {}
 
 
 def _rate_text(entry: dict) -> str:

@@ -11,16 +11,18 @@ import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 
 import torch
 
-from models import get_family
+from models import ModelFamily, get_family
+from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
 
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
-from .hardware import get_device
+from .hardware import Device, get_device
+from .probe import MachineProbe
 from .timing import mfu, summarize_steps
 
-DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 GIB = 1024 ** 3
 # TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
 # timed region), so tests can check that the gates catch a slowdown. The rung record says it was set;
@@ -33,25 +35,15 @@ def log(msg: str) -> None:
         print(msg, flush=True)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, backend: str) -> torch.optim.Optimizer:
-    """openpi's AdamW(0.9, 0.95, eps 1e-8); fused on CUDA as LeRobot trains."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10,
-                             fused=backend == "cuda")
-
-
 def seed_step(seed: int, step: int) -> None:
     """Random draws made inside a step (e.g. flow time sampled on the device) repeat across rungs."""
     torch.manual_seed(seed * 100_003 + step)
 
 
-COMM_HOOKS = ("bf16_compress", "fp16_compress")
-
-
-def wrap_ddp(model: torch.nn.Module, flags: dict, device) -> torch.nn.Module:
-    """DistributedDataParallel with the rung's flags (plus `comm_hook`: bf16_compress | fp16_compress).
-    Without a launcher (torchrun sets the env) this is a one-process group, which still runs DDP's
-    bucketing, hooks and all-reduce calls."""
+def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device) -> torch.nn.Module:
+    """DistributedDataParallel with the rung's flags (plus its gradient compression hook). Without a launcher
+    (torchrun sets the env) this is a one-process group, which still runs DDP's bucketing, hooks and
+    all-reduce calls."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
@@ -59,26 +51,17 @@ def wrap_ddp(model: torch.nn.Module, flags: dict, device) -> torch.nn.Module:
     if not dist.is_initialized():
         backend = PROCESS_GROUP_BACKEND[device.torch_device.type]
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    flags = dict(flags)
-    hook = flags.pop("comm_hook", None)
+    kwargs = flags.as_dict()
+    hook = kwargs.pop("comm_hook", None)
     device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]
-    if len(getattr(model, "compile_units", ())) > 1:
+    if len(applied.compile_units) > 1:
         # Several compile units already give DDP one graph per layer to overlap with; DDPOptimizer would
         # split those graphs again at bucket boundaries (LoongForge: it must be off with nested compile).
         torch._dynamo.config.optimize_ddp = False
-    ddp = DistributedDataParallel(model, device_ids=device_ids, **flags)
+    ddp = DistributedDataParallel(model, device_ids=device_ids, **kwargs)
     if hook:
         ddp.register_comm_hook(None, getattr(default_hooks, f"{hook}_hook"))
     return ddp
-
-
-def train_step(family, model, optimizer, batch) -> torch.Tensor:
-    loss = family.loss(model, batch)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
 
 
 def configured_test_slowdown() -> float:
@@ -95,31 +78,46 @@ def slow_down_for_test(device, started: float, fraction: float) -> None:
         device.synchronize()
 
 
-def build(spec: dict, steps: int):
-    """The rung's family, model (with its options applied), optimizer, `steps` batches and device; shared by
-    measure() and the pytest-benchmark module (benchmarks/)."""
+@dataclass
+class RungSetup:
+    """Everything a rung's steps need, built the same way for `vlabench run` and the pytest-benchmark module."""
+
+    family: ModelFamily
+    model: torch.nn.Module  # DDP-wrapped when the rung trains data-parallel
+    applied: Applied
+    step: Step
+    batches: list[dict]
+    device: Device
+
+
+def build(spec: dict, steps: int) -> RungSetup:
+    """The rung's model (options applied, DDP when asked or when several processes run), optimizer and
+    training step, `steps` batches and the device."""
     family = get_family(spec["model"])
     workload = spec["workload"]
     ctx = context_from_env()
     device = get_device(spec["backend"], index=ctx.local_rank if ctx.distributed and spec["backend"] != "cpu" else None)
     if ctx.distributed:
         init_process_group(ctx, spec["backend"])
-    dtype = DTYPES[workload["dtype"]]
+    dtype = TORCH_DTYPES[workload["dtype"]]
     options = family.parse_options(spec["options"])
-    model = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
-    ddp = family.ddp_options(options) if hasattr(family, "ddp_options") else None
-    if ddp is None and ctx.distributed:
-        ddp = {}  # several processes always train data-parallel; DDP's defaults unless the rung says more
-    if ddp is not None:
-        if not ddp.get("find_unused_parameters") and hasattr(family, "freeze_parameters_off_the_loss_path"):
-            family.freeze_parameters_off_the_loss_path(model)
-        model = wrap_ddp(model, ddp, device)
-    optimizer = make_optimizer(model, workload["lr"], spec["backend"])
+    built = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    model = built.model
+    flags = family.ddp_flags(options)
+    if flags is None and ctx.distributed:
+        flags = DdpFlags()  # several processes always train data-parallel; DDP's defaults unless the rung says more
+    if flags is not None:
+        family.prepare_for_ddp(built, flags)
+        model = wrap_ddp(model, flags, built.applied, device)
+    optimizer = family.optimizer(model, options, workload, spec["backend"])
     # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
     global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
     batches = [shard(b, ctx) for b in family.make_batches(workload["model_size"], global_workload, steps,
                                                           device.torch_device, dtype, workload["seed"])]
-    return family, model, optimizer, batches, device
+    return RungSetup(family, model, built.applied, family.make_step(model, optimizer, options), batches, device)
+
+
+PROBES_AROUND = 3  # machine probes right before the first timed step and right after the last
 
 
 def measure(spec: dict) -> dict:
@@ -128,7 +126,8 @@ def measure(spec: dict) -> dict:
     warmup, timed, batch_size = workload["warmup_steps"], workload["timed_steps"], workload["batch_size"]
 
     t0 = time.perf_counter()
-    family, model, optimizer, batches, device = build(spec, warmup + timed)
+    setup = build(spec, warmup + timed)
+    device, step = setup.device, setup.step
     device.synchronize()
     log(f"built in {time.perf_counter() - t0:.1f}s; warm-up {warmup} steps")
 
@@ -136,13 +135,16 @@ def measure(spec: dict) -> dict:
     for i in range(warmup):
         seed_step(workload["seed"], i)
         ts = time.perf_counter()
-        train_step(family, model, optimizer, batches[i])
+        step(setup.batches[i])
         device.synchronize()
         first_step_s = first_step_s or time.perf_counter() - ts
         log(f"warm-up {i + 1}/{warmup}: {time.perf_counter() - ts:.2f}s")
     warmup_s = time.perf_counter() - t0
 
     slowdown = configured_test_slowdown()
+    probe = MachineProbe(device)
+    for _ in range(PROBES_AROUND):
+        probe.sample("before")
     device.reset_peak_memory()
     step_times, losses = [], []
     for i in range(timed):
@@ -150,14 +152,16 @@ def measure(spec: dict) -> dict:
         start, end = device.event(), device.event()
         start.record()
         started = time.perf_counter()
-        losses.append(train_step(family, model, optimizer, batches[warmup + i]))
+        losses.append(step(setup.batches[warmup + i]))
         slow_down_for_test(device, started, slowdown)
         end.record()
         device.synchronize()
-        step = device.elapsed_s(start, end)
-        step_times.append(step)
-        log(f"step {i + 1}/{timed}: {step:.3f}s loss {losses[-1].item():.5f}")
-    peak = device.peak_memory_bytes()
+        step_times.append(device.elapsed_s(start, end))
+        peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
+        probe.sample(f"step {i + 1}")
+        log(f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}")
+    for _ in range(PROBES_AROUND):
+        probe.sample("after")
     ctx = context_from_env()
     distributed = {}
     if ctx.distributed:
@@ -167,8 +171,8 @@ def measure(spec: dict) -> dict:
         for i in range(min(timed, 5)):
             start, end = device.event(), device.event()
             start.record()
-            with model.no_sync():
-                train_step(family, model, optimizer, batches[warmup + i])
+            with setup.model.no_sync():
+                step(setup.batches[warmup + i])
             end.record()
             device.synchronize()
             nosync.append(device.elapsed_s(start, end))
@@ -187,7 +191,7 @@ def measure(spec: dict) -> dict:
         }
 
     stats = summarize_steps(step_times, batch_size * ctx.world_size)
-    flops = family.flops_per_sample(workload["model_size"], workload)
+    flops = setup.family.flops_per_sample(workload["model_size"], workload)
     return {
         **stats,
         **distributed,
@@ -199,6 +203,8 @@ def measure(spec: dict) -> dict:
         "mfu": mfu(stats["samples_per_s"] / ctx.world_size, flops, spec.get("peak_flops")),
         "warmup_s": warmup_s,
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
+        "machine_probe": probe.record(),
+        "applied": setup.applied.as_dict(),
         **({"test_slowdown": slowdown} if slowdown else {}),
     }
 

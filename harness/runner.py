@@ -5,11 +5,9 @@ ladder goes on. The result file is rewritten atomically after every rung.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +18,7 @@ from models import get_family
 
 from .errors import InputError
 from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
+from .processes import run_group
 from .results import ResultWriter, load_result, provenance
 from .scenario import Scenario
 
@@ -70,34 +69,23 @@ def rung_command(spec_path: Path, out_path: Path, nproc: int = 1, torchrun_args:
 def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: float | None,
                      env: dict | None = None, nproc: int = 1, torchrun_args: list[str] | None = None) -> dict:
     """Run one rung in a fresh Python process (or torchrun's process group); a crash becomes an `error`
-    record with the output tail."""
+    record with the output tail, and at `timeout_s` the whole process group is ended (see processes.py)."""
     with tempfile.TemporaryDirectory(prefix="vlabench-rung-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "rung.json")
         spec_path.write_text(json.dumps(spec))
         cmd = rung_command(spec_path, out_path, nproc, torchrun_args)
-        tail = collections.deque(maxlen=40)
         child_env = {**os.environ, **ALLOCATOR_ENV.get(spec["backend"], {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        timed_out = False
-        for line in proc.stdout:  # stream progress as it comes
-            line = line.rstrip()
-            tail.append(line)
-            progress("    " + line)
-            if deadline is not None and time.monotonic() > deadline:
-                timed_out = True
-                proc.kill()
-                break
-        rc = proc.wait()
-        if timed_out:
-            return {"status": "error", "reason": f"timed out after {timeout_s:.0f}s", "output_tail": list(tail)}
+        done = run_group(cmd, child_env, lambda line: progress("    " + line), timeout_s)
+        if done.timed_out:
+            return {"status": "error", "reason": f"timed out after {timeout_s:g}s (every process of the rung ended)",
+                    "output_tail": done.tail}
         if out_path.exists():
             return json.loads(out_path.read_text())
-        return {"status": "error", "reason": f"rung process died with exit code {rc}",
-                "output_tail": list(tail)}
+        return {"status": "error", "reason": f"rung process died with exit code {done.returncode}",
+                "output_tail": done.tail}
 
 
 def loss_parity(losses: list[float], baseline: list[float], tolerance: float, why: str) -> dict:
@@ -183,11 +171,16 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
         started = time.perf_counter()
         rung, substituted = with_substitutes(scenario, target, rung, caps)
         reason = unsupported_reason(scenario, target, rung, caps)
+        interrupted = None
         if reason:
             rec = {"status": "unsupported", "reason": reason}
         else:
-            rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env,
-                                   nproc, torchrun_args)
+            try:
+                rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env,
+                                       nproc, torchrun_args)
+            except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
+                rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
+                interrupted = exc
         rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
                "wall_s": time.perf_counter() - started,
                # which code measured this rung (a ladder split over calls merges rungs of several runs)
@@ -199,4 +192,6 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
                                                  f", {rec['samples_per_s']:.2f} samples/s"))
         records[rung.name] = rec
         commit()
+        if interrupted is not None:
+            raise interrupted
     return writer.data

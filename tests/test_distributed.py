@@ -24,8 +24,9 @@ def free_port() -> int:
 
 
 def one_step(spec):
-    family, model, _, batches, _ = build(spec, 1)
-    loss = family.loss(model, batches[0])
+    setup = build(spec, 1)
+    model = setup.model
+    loss = setup.family.loss(model, setup.batches[0])
     loss.backward()
     grads = {n.removeprefix("module."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     return loss.detach(), grads

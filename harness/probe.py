@@ -1,0 +1,79 @@
+"""How fast the machine itself was while a rung ran: a fixed probe kernel on the rung's device, timed before,
+between and after the timed steps.
+
+A rung's own step times cannot tell a slower rung from a slower machine when other work (another job on
+the CPUs, a throttled VM, another tenant on the GPU) lasts the whole run. The probe can: it is the same
+work in every run, so if the probe ran N% slower in one run than in the other, the machine was N% slower.
+The gate uses it to call such a comparison inconclusive instead of a regression.
+
+The kernel is a square matmul in the device's working precision, repeated a number of times calibrated
+once per rung so that one probe takes about PROBE_S: long enough to span several scheduler time slices (a
+short probe could fit between a competing process's slices and miss it), short against a step. Runs are
+compared in matmuls per second, so a different repeat count does not matter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+PROBE_S = {"cpu": 0.025, "cuda": 0.005, "npu": 0.005}
+SIZE = {"cpu": 256, "cuda": 4096, "npu": 4096}
+
+
+@dataclass
+class MachineProbe:
+    device: object  # harness.hardware.Device
+    size: int = 0
+    repeats: int = 1
+    times_s: list[float] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)  # "before", "step N", "after"
+
+    def __post_init__(self):
+        backend = self.device.backend
+        self.size = SIZE[backend]
+        dtype = torch.float32 if backend == "cpu" else torch.bfloat16
+        gen = torch.Generator().manual_seed(0)
+        self._a = torch.randn(self.size, self.size, generator=gen).to(self.device.torch_device, dtype)
+        self._b = torch.randn(self.size, self.size, generator=gen).to(self.device.torch_device, dtype)
+        self._run(1)  # first call: allocation, library set-up
+        once = self._time(1)
+        self.repeats = max(1, round(PROBE_S[backend] / max(once, 1e-6)))
+
+    def _run(self, repeats: int) -> None:
+        for _ in range(repeats):
+            torch.mm(self._a, self._b)
+
+    def _time(self, repeats: int) -> float:
+        self.device.synchronize()
+        start, end = self.device.event(), self.device.event()
+        start.record()
+        self._run(repeats)
+        end.record()
+        return self.device.elapsed_s(start, end)
+
+    def sample(self, where: str) -> float:
+        """Time one probe (device-synchronised) and keep it."""
+        seconds = self._time(self.repeats)
+        self.times_s.append(seconds)
+        self.where.append(where)
+        return seconds
+
+    def record(self) -> dict:
+        dtype = "fp32" if self.device.backend == "cpu" else "bf16"
+        return {"kernel": f"{dtype} matmul {self.size}x{self.size}x{self.size}", "repeats": self.repeats,
+                "times_s": list(self.times_s), "where": list(self.where)}
+
+
+def probe_rates(record: dict | None) -> list[float] | None:
+    """Matmuls per second of each probe in a rung's probe record (None when the rung has none)."""
+    if not record or not record.get("times_s"):
+        return None
+    return [record.get("repeats", 1) / t for t in record["times_s"]]
+
+
+def same_kernel(a: dict | None, b: dict | None) -> bool:
+    return bool(a and b and a.get("kernel") == b.get("kernel"))
+
+
+__all__ = ["MachineProbe", "probe_rates", "same_kernel"]
