@@ -1,5 +1,5 @@
 """The evaluation machinery that needs no simulator: preprocessing, initial-state reading, normalisation,
-prompts, checkpoint metadata of both layouts, success rates and the scenario eval block."""
+checkpoint metadata of both layouts, success rates and the scenario eval block."""
 import json
 import pickle
 
@@ -9,8 +9,7 @@ import torch
 
 from harness.errors import InputError
 from harness.eval.env import read_init_states
-from harness.eval.policies import (ByteTokenizer, CheckpointMeta, Normalizer, PolicyError, discretize_state,
-                                   lerobot_meta, make_policy, openpi_meta, resolve_checkpoint)
+from harness.eval.policies import PolicyError, lerobot_meta, make_policy, openpi_meta, resolve_checkpoint
 from harness.eval.protocol import flip, quat_to_axis_angle, resize_with_pad
 from harness.eval.runner import success_rates
 
@@ -50,20 +49,6 @@ def test_init_states_are_read_without_unpickling_code(tmp_path):
         read_init_states(tmp_path / "tensor.pt")
 
 
-def test_normalizers_of_both_conventions():
-    q01, q99 = np.array([-2.0, 0.0]), np.array([2.0, 0.0])
-    openpi = Normalizer("quantile", q01, q99, 1e-6, eps_always=True)
-    lerobot = Normalizer("quantile", q01, q99, 1e-8, eps_always=False)
-    x = np.array([1.0, 0.0])
-    assert np.allclose(openpi.normalize(x), [(1 + 2) / (4 + 1e-6) * 2 - 1, (0 - 0) / 1e-6 * 2 - 1])
-    assert np.allclose(lerobot.normalize(x)[0], 0.5)
-    for norm in (openpi, lerobot, Normalizer("mean_std", np.array([1.0]), np.array([2.0]), 1e-8, False)):
-        y = np.array([[0.3, -0.2]])[..., :len(norm.low)]
-        assert np.allclose(norm.unnormalize(norm.normalize(y)), y, atol=1e-6)
-    assert np.array_equal(Normalizer().normalize(x), x)
-    assert list(discretize_state(np.array([-1.0, 0.0, 0.999]))) == [0, 128, 255]
-
-
 def test_openpi_checkpoint_metadata(tmp_path):
     (tmp_path / "assets" / "physical-intelligence" / "libero").mkdir(parents=True)
     stats = {"state": {"q01": [0.0] * 8, "q99": [2.0] * 8, "mean": [0] * 8, "std": [1] * 8},
@@ -93,22 +78,6 @@ def test_lerobot_checkpoint_metadata(tmp_path):
     assert (meta.layout, meta.horizon, meta.state_in_prompt, meta.state_pad) == ("lerobot", 50, True, 32)
     assert np.allclose(meta.state_norm.normalize(np.ones(8)), 0.0)
     assert np.allclose(meta.action_norm.unnormalize(np.zeros((2, 7))), 1.0)
-
-
-def test_prompts_of_both_layouts():
-    from harness.eval.policies import Pi05Policy
-
-    policy = Pi05Policy.__new__(Pi05Policy)  # only the prompt logic: no model needed
-    policy.tokenizer = ByteTokenizer(512)
-    state = np.array([1.0] * 8)
-    policy.meta = CheckpointMeta(layout="openpi", state_in_prompt=False)
-    text = bytes(t - 3 for t in policy.tokens("pick_up the bowl\n", state)[1:]).decode()
-    assert text == "pick up the bowl\n"
-    policy.meta = CheckpointMeta(layout="lerobot", state_pad=32)
-    ids = policy.tokens("pick up the bowl", state)
-    assert ids[0] == 2
-    text = bytes(t - 3 for t in ids[1:]).decode()
-    assert text == "Task: pick up the bowl, State: " + " ".join(["255"] * 8 + ["128"] * 24) + ";\nAction: "
 
 
 def test_success_rates_per_suite_and_task():

@@ -24,6 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.normalize import Normalizer
+from models.pi05.processor import Pi05Processor
+from models.tokenizers import ByteTokenizer, SentencePieceTokenizer, load_sentencepiece
+
 from .protocol import ACTION_DIM, DUMMY_ACTION, SEED
 
 PALIGEMMA_VOCAB = 257152
@@ -62,33 +66,11 @@ class NoopPolicy(Policy):
 
 # ----------------------------------------------------------------------------- tokenizers
 
-class ByteTokenizer:
-    """UTF-8 bytes as tokens (BOS 2, bytes from 3): for models without a trained vocabulary (tiny test
-    models, random weights), where any fixed tokenisation serves as well and needs no download."""
-
-    name = "bytes"
-
-    def __init__(self, vocab: int):
-        if vocab < 259:
-            raise PolicyError(f"the byte tokenizer needs a vocabulary of at least 259, the model has {vocab}")
-
-    def encode(self, text: str, add_bos: bool = False) -> list[int]:
-        return ([2] if add_bos else []) + [3 + b for b in text.encode("utf-8")]
-
-
-class SentencePieceTokenizer:
-    """PaliGemma's SentencePiece tokenizer (`tokenizer.model`)."""
-
-    def __init__(self, path):
-        try:
-            import sentencepiece
-        except ImportError:
-            raise PolicyError("the PaliGemma tokenizer needs sentencepiece: install vlabench[sim]") from None
-        self.name = str(path)
-        self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
-
-    def encode(self, text: str, add_bos: bool = False) -> list[int]:
-        return self._sp.encode(text, add_bos=add_bos)
+def _sentencepiece(path) -> SentencePieceTokenizer:
+    try:
+        return SentencePieceTokenizer(path)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
 
 
 def find_tokenizer(checkpoint_dir: Path | None, explicit: str | None):
@@ -98,64 +80,24 @@ def find_tokenizer(checkpoint_dir: Path | None, explicit: str | None):
             return None
         if not Path(explicit).is_file():
             raise PolicyError(f"--tokenizer: expected a SentencePiece model file, got {explicit!r} (no such file)")
-        return SentencePieceTokenizer(explicit)
+        return _sentencepiece(explicit)
     for name in ("tokenizer.model", "paligemma_tokenizer.model"):
         if checkpoint_dir is not None and (checkpoint_dir / name).is_file():
-            return SentencePieceTokenizer(checkpoint_dir / name)
+            return _sentencepiece(checkpoint_dir / name)
     try:
-        from huggingface_hub import hf_hub_download
-        return SentencePieceTokenizer(hf_hub_download(PALIGEMMA_TOKENIZER_REPO, "tokenizer.model"))
-    except Exception as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise PolicyError(f"no PaliGemma tokenizer: none in the checkpoint and the Hub download of "
-                          f"{PALIGEMMA_TOKENIZER_REPO} failed ({reason}); pass --tokenizer PATH/tokenizer.model") from None
+        return load_sentencepiece(PALIGEMMA_TOKENIZER_REPO)
+    except ValueError as e:
+        raise PolicyError(f"no PaliGemma tokenizer: none in the checkpoint, and {e}; pass --tokenizer "
+                          "PATH/tokenizer.model") from None
 
 
 # ----------------------------------------------------------------------------- normalisation
 
-@dataclass
-class Normalizer:
-    """Per-dimension normalisation of one feature: quantile (q01/q99 -> [-1, 1]), mean/std or identity.
-    openpi adds its epsilon to every denominator, LeRobot only to zero ones; `eps_always` says which."""
-
-    mode: str = "identity"  # identity | quantile | mean_std
-    low: np.ndarray | None = None  # q01 or mean
-    high: np.ndarray | None = None  # q99 or std
-    eps: float = 1e-6
-    eps_always: bool = True
-
-    def _span(self, n: int) -> np.ndarray:
-        span = (self.high[:n] - self.low[:n]) if self.mode == "quantile" else self.high[:n]
-        if self.eps_always:
-            return span + self.eps
-        return np.where(span == 0, self.eps, span)
-
-    def normalize(self, x: np.ndarray) -> np.ndarray:
-        n = x.shape[-1]
-        if self.mode == "quantile":
-            return (x - self.low[:n]) / self._span(n) * 2.0 - 1.0
-        if self.mode == "mean_std":
-            return (x - self.low[:n]) / self._span(n)
-        return x
-
-    def unnormalize(self, x: np.ndarray) -> np.ndarray:
-        n = x.shape[-1]
-        if self.mode == "quantile":
-            return (x + 1.0) / 2.0 * self._span(n) + self.low[:n]
-        if self.mode == "mean_std":
-            return x * (self._span(n) if self.eps_always else self.high[:n]) + self.low[:n]
-        return x
-
-
 def _normalizer(mode: str, stats: dict, eps: float, eps_always: bool, what: str) -> Normalizer:
-    if mode == "identity":
-        return Normalizer()
-    keys = ("q01", "q99") if mode == "quantile" else ("mean", "std")
-    if not all(k in stats for k in keys):
-        raise PolicyError(f"{what}: {mode} normalisation needs {', '.join(keys)}, the checkpoint has "
-                          f"{', '.join(sorted(stats)) or 'none'}")
-    low, high = (np.asarray(stats[k], dtype=np.float64).reshape(-1) for k in keys)
-    return Normalizer(mode, low, high, eps, eps_always)
+    try:
+        return Normalizer.from_stats(mode, stats, eps, eps_always, what)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
 
 
 @dataclass
@@ -248,15 +190,6 @@ def resolve_checkpoint(spec: str) -> Path:
     raise PolicyError(f"checkpoint {spec!r}: no such file or folder (and not a Hub id like lerobot/pi05_libero)")
 
 
-def clean_prompt(text: str) -> str:
-    return text.strip().replace("_", " ").replace("\n", " ")
-
-
-def discretize_state(state: np.ndarray) -> np.ndarray:
-    """A normalised state in [-1, 1] as 256-bin indices, as both reference implementations do."""
-    return np.digitize(state, bins=np.linspace(-1, 1, 256 + 1)[:-1]) - 1
-
-
 class Pi05Policy(Policy):
     """Our Pi0.5 model's `sample_actions` on batched LIBERO observations."""
 
@@ -296,10 +229,15 @@ class Pi05Policy(Policy):
         defaults = {"camera_slots": "auto", "attention": "sdpa" if self.device.type == "cuda" else "eager",
                     "compile": "none"}
         self.options = {**defaults, **(options or {}), "recompute": "none"}
-        self.model = apply_options(model, parse_options(self.options)).eval()
-        self.cfg = self.model.cfg
-        self.tokenizer = (ByteTokenizer(self.cfg.vocab) if self.cfg.vocab != PALIGEMMA_VOCAB or checkpoint == "random"
-                          or tokenizer == "bytes" else find_tokenizer(folder, tokenizer))
+        apply_options(model, parse_options(self.options))
+        self.model = model.eval()
+        self.cfg = model.cfg
+        m = self.meta
+        tokenizer_ = (ByteTokenizer(self.cfg.vocab) if self.cfg.vocab != PALIGEMMA_VOCAB or checkpoint == "random"
+                      or tokenizer == "bytes" else find_tokenizer(folder, tokenizer))
+        self.processor = Pi05Processor(tokenizer_, max_tokens=m.max_tokens, state_in_prompt=m.state_in_prompt,
+                                       state_pad=m.state_pad, state_norm=m.state_norm, action_norm=m.action_norm,
+                                       image_size=self.cfg.vision.image_size, action_dim=self.cfg.action_dim)
         self.latencies: list[tuple[int, float]] = []  # (batch size, seconds) per infer call
 
     def describe(self) -> dict:
@@ -307,40 +245,17 @@ class Pi05Policy(Policy):
         return {"name": self.name, "checkpoint": self.checkpoint, "layout": m.layout, "model_size": self.model_size,
                 "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""), "horizon": m.horizon,
                 "sample_steps": m.sample_steps, "max_tokens": m.max_tokens, "state_in_prompt": m.state_in_prompt,
-                "state_pad": m.state_pad, "tokenizer": getattr(self.tokenizer, "name", None),
+                "state_pad": m.state_pad, "tokenizer": self.processor.tokenizer.name,
                 "state_norm": m.state_norm.mode, "action_norm": m.action_norm.mode, "stats": m.stats_source,
                 "options": self.options}
 
-    def tokens(self, prompt: str, state: np.ndarray) -> list[int]:
-        text = clean_prompt(prompt)
-        if not self.meta.state_in_prompt:  # openpi without discrete state: text, then "\n" on its own
-            return self.tokenizer.encode(text, add_bos=True) + self.tokenizer.encode("\n")
-        norm = self.meta.state_norm.normalize(state.astype(np.float64))
-        if self.meta.state_pad and len(norm) < self.meta.state_pad:
-            norm = np.concatenate([norm, np.zeros(self.meta.state_pad - len(norm))])
-        state_str = " ".join(str(int(v)) for v in discretize_state(norm))
-        return self.tokenizer.encode(f"Task: {text}, State: {state_str};\nAction: ", add_bos=True)
-
     def make_batch(self, observations: list[dict]) -> tuple[dict, torch.Tensor]:
-        n, length = len(observations), self.meta.max_tokens
-        tokens = torch.zeros((n, length), dtype=torch.long)
-        masks = torch.zeros((n, length), dtype=torch.bool)
-        for i, obs in enumerate(observations):
-            ids = self.tokens(obs["prompt"], obs["state"])[:length]
-            tokens[i, :len(ids)] = torch.tensor(ids)
-            masks[i, :len(ids)] = True
-        pixels = np.stack([np.stack([o["image"], o["wrist_image"]]) for o in observations])  # [B, 2, H, W, 3]
-        images = torch.from_numpy(pixels).to(self.device).permute(0, 1, 4, 2, 3).float() / 127.5 - 1.0
-        size = self.cfg.vision.image_size
-        if images.shape[-1] != size:  # small test models see smaller images
-            images = torch.nn.functional.interpolate(images.flatten(0, 1), size=(size, size), mode="bilinear",
-                                                     align_corners=False).unflatten(0, (n, 2))
+        batch = self.processor.observation_batch(observations)
+        batch = {k: v.to(self.device, self.dtype if v.is_floating_point() else None) for k, v in batch.items()}
         # One generator per observation: an episode's noise does not depend on which others share its batch.
         noise = torch.stack([torch.randn((self.meta.horizon, self.cfg.action_dim),
                                          generator=torch.Generator().manual_seed(int(o.get("noise_seed", 0))))
                              for o in observations])
-        batch = {"images": images.to(self.dtype), "image_masks": torch.ones((n, 2), dtype=torch.bool, device=self.device),
-                 "tokens": tokens.to(self.device), "token_masks": masks.to(self.device)}
         return batch, noise.to(self.device, self.dtype)
 
     @torch.no_grad()
@@ -350,8 +265,7 @@ class Pi05Policy(Policy):
         actions = self.model.sample_actions(batch, noise=noise, steps=self.meta.sample_steps)
         actions = actions.float().cpu().numpy()  # waits for the device: the latency below is complete
         self.latencies.append((len(observations), time.perf_counter() - start))
-        actions = actions[:, :, :ACTION_DIM].astype(np.float64)
-        return [self.meta.action_norm.unnormalize(a).astype(np.float32) for a in actions]
+        return [self.processor.actions_out(a, ACTION_DIM).astype(np.float32) for a in actions]
 
 
 POLICIES = ("pi05", "noop")

@@ -1,0 +1,119 @@
+"""Pi0.5's input processing, shared by LIBERO evaluation and the training data path: what openpi and LeRobot
+do between a robot observation (camera images, an 8-d state, an instruction) and the model's batch.
+
+- Images: uint8 HxWx3 -> resized with padding to the model's square size (bilinear; a square image is just
+  resized), scaled to [-1, 1], channels first.
+- State: normalised (quantile by default, from the dataset statistics), padded with zeros to `state_pad`
+  values and discretised into 256 bins inside the prompt "Task: <instruction>, State: <bins>;\\nAction: "
+  (LeRobot and openpi with discrete state), or left out of the prompt (openpi's pi05_libero: the cleaned
+  instruction, then "\\n" tokenised on its own).
+- Prompt: tokenised, truncated and padded to `max_tokens` (200) with a mask.
+- Actions (training): normalised like the state, padded with zeros to the model's action dimension; the
+  chunk's `action_is_pad` mask (steps past the episode's end) is kept beside them. Neither reference masks the
+  Pi0.5 loss with it (LeRobot averages over the chunk's real action dimensions, openpi over all 32), and
+  neither does our model: the mask is carried for information.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..normalize import Normalizer
+from ..tokenizers import Tokenizer
+from .batch import sample_flow_time
+
+
+def clean_prompt(text: str) -> str:
+    return text.strip().replace("_", " ").replace("\n", " ")
+
+
+def discretize_state(state: np.ndarray) -> np.ndarray:
+    """A normalised state in [-1, 1] as 256-bin indices, as both reference implementations do."""
+    return np.digitize(state, bins=np.linspace(-1, 1, 256 + 1)[:-1]) - 1
+
+
+def resize_with_pad(images: torch.Tensor, size: int) -> torch.Tensor:
+    """[N, 3, H, W] float -> [N, 3, size, size]: resized to fit keeping the aspect ratio (bilinear), the rest
+    padded with -1 (black in [-1, 1]), centred."""
+    h, w = images.shape[-2:]
+    if (h, w) == (size, size):
+        return images
+    ratio = max(w / size, h / size)
+    new_h, new_w = int(h / ratio), int(w / ratio)
+    resized = F.interpolate(images, size=(new_h, new_w), mode="bilinear", align_corners=False)
+    if (new_h, new_w) == (size, size):
+        return resized
+    top, left = (size - new_h) // 2, (size - new_w) // 2
+    return F.pad(resized, (left, size - new_w - left, top, size - new_h - top), value=-1.0)
+
+
+@dataclass
+class Pi05Processor:
+    tokenizer: Tokenizer
+    max_tokens: int = 200
+    state_in_prompt: bool = True
+    state_pad: int | None = 32  # pad the normalised state to this many values before discretising (LeRobot)
+    state_norm: Normalizer = field(default_factory=Normalizer)
+    action_norm: Normalizer = field(default_factory=Normalizer)
+    image_size: int = 224
+    action_dim: int = 32  # the model's (padded) action dimension
+
+    # -- prompt
+    def prompt_tokens(self, task: str, state: np.ndarray) -> list[int]:
+        text = clean_prompt(task)
+        if not self.state_in_prompt:  # openpi without discrete state: text, then "\n" on its own
+            return self.tokenizer.encode(text, add_bos=True) + self.tokenizer.encode("\n")
+        norm = self.state_norm.normalize(np.asarray(state, dtype=np.float64))
+        if self.state_pad and len(norm) < self.state_pad:
+            norm = np.concatenate([norm, np.zeros(self.state_pad - len(norm))])
+        state_str = " ".join(str(int(v)) for v in discretize_state(norm))
+        return self.tokenizer.encode(f"Task: {text}, State: {state_str};\nAction: ", add_bos=True)
+
+    def tokenize(self, tasks: list[str], states: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids [B, max_tokens] (right-padded with 0) and their mask."""
+        tokens = torch.zeros((len(tasks), self.max_tokens), dtype=torch.long)
+        masks = torch.zeros((len(tasks), self.max_tokens), dtype=torch.bool)
+        for i, (task, state) in enumerate(zip(tasks, states)):
+            ids = self.prompt_tokens(task, state)[: self.max_tokens]
+            tokens[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            masks[i, : len(ids)] = True
+        return tokens, masks
+
+    # -- images
+    def images(self, pixels) -> torch.Tensor:
+        """uint8 [B, V, H, W, 3] (numpy or torch) -> float [B, V, 3, S, S] in [-1, 1]."""
+        pixels = torch.as_tensor(np.asarray(pixels) if not isinstance(pixels, torch.Tensor) else pixels)
+        b, v = pixels.shape[:2]
+        x = pixels.flatten(0, 1).permute(0, 3, 1, 2).float() / 127.5 - 1.0
+        return resize_with_pad(x, self.image_size).unflatten(0, (b, v))
+
+    # -- batches
+    def observation_batch(self, observations: list[dict], cameras=("image", "wrist_image")) -> dict:
+        """Inference inputs from LIBERO observations ({camera: uint8 HxWx3, "state", "prompt"}), on the CPU."""
+        pixels = np.stack([np.stack([o[c] for c in cameras]) for o in observations])
+        tokens, masks = self.tokenize([o["prompt"] for o in observations], [o["state"] for o in observations])
+        return {"images": self.images(pixels), "image_masks": torch.ones((len(observations), len(cameras)), dtype=torch.bool),
+                "tokens": tokens, "token_masks": masks}
+
+    def training_batch(self, samples: list[dict], cameras: tuple[str, ...], generator: torch.Generator) -> dict:
+        """A training batch from raw dataset samples ({camera: uint8 HxWx3, "state", "actions" [H, d],
+        "action_is_pad" [H], "task"}), on the CPU: model inputs, normalised padded actions, and the flow
+        matching noise and time drawn from `generator` (so a batch is the same whichever loader made it)."""
+        batch = self.observation_batch([{**s, "prompt": s["task"]} for s in samples], cameras)
+        actions = np.stack([self.action_norm.normalize(np.asarray(s["actions"], dtype=np.float64)) for s in samples])
+        b, horizon, d = actions.shape
+        padded = torch.zeros((b, horizon, self.action_dim))
+        padded[..., :d] = torch.from_numpy(actions).float()
+        batch["actions"] = padded
+        batch["action_is_pad"] = torch.as_tensor(np.stack([np.asarray(s["action_is_pad"]) for s in samples]))
+        batch["state"] = torch.as_tensor(np.stack([np.asarray(s["state"], dtype=np.float32) for s in samples]))
+        batch["noise"] = torch.randn((b, horizon, self.action_dim), generator=generator)
+        batch["time"] = sample_flow_time(b, generator)
+        return batch
+
+    def actions_out(self, actions: np.ndarray, dims: int) -> np.ndarray:
+        """Model actions [H, action_dim] -> the robot's first `dims` dimensions, unnormalised."""
+        return self.action_norm.unnormalize(np.asarray(actions[:, :dims], dtype=np.float64))
