@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
 
     gate = sub.add_parser("gate", help="regression gate: a result against a recorded baseline (exit 0 pass, "
-                                       "1 regression, 2 unusable input)")
+                                       "1 regression, 2 unusable input, 3 inconclusive: the machine itself was "
+                                       "slower during a run)")
     gate.add_argument("current", help="result JSON to check")
     gate.add_argument("--baseline", help="recorded result JSON (default: results/<target>/<scenario>.json)")
     gate.add_argument("--tolerance", default="5%", help="throughput: how much slower may pass (default 5%%)")
