@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
 
-from .errors import InputError, describe
+from models.schema import AT_LEAST_ONE, Bounds, Expect, SchemaError, describe, parse, to_plain
+
+from .errors import InputError
 
 PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "results" / "published"
 NOT_STATED = "not stated"
@@ -23,10 +26,6 @@ COMPARABLE = {
     "success_rate": ("suite",),
 }
 LOWER_IS_BETTER = {"step_time"}
-FIGURE_KEYS = ("id", "label", "source", "metric", "unit", "value", "derived_from", "covers", "tolerance",
-               "ours", "not_comparable", "notes")
-COVERS_REQUIRED = ("what", "batch", "hardware", "device_count")
-OURS_KEYS = ("scenario", "from_rung", "to_rung", "rung", "suite", "min_device_count")
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,50 @@ def parse_tolerance(text) -> Tolerance | None:
     return None if value is None else Tolerance(value, points=False)
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+@dataclass(frozen=True)
+class Covers:
+    """What a figure measures; each is the stated value or 'not stated' (with what was not stated)."""
+
+    what: str
+    batch: Annotated[Any, Expect(f"the stated value or {NOT_STATED!r}")]
+    hardware: Annotated[Any, Expect(f"the stated value or {NOT_STATED!r}")]
+    device_count: Annotated[Any, Expect(f"the stated value or {NOT_STATED!r}")]
+    target: str | None = None  # a vlabench target name, when the hardware is one we have
+
+
+@dataclass(frozen=True)
+class Ours:
+    """Where a figure maps onto our results; which keys a metric needs is checked with the metric."""
+
+    scenario: str | None = None
+    from_rung: str | None = None
+    to_rung: str | None = None
+    rung: str | None = None
+    suite: str | None = None
+    min_device_count: Annotated[int, AT_LEAST_ONE] | None = None
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    id: str
+    label: str
+    metric: str
+    unit: str
+    value: float | Annotated[tuple[float, ...], Bounds(2, 2)]
+    covers: Covers
+    tolerance: Annotated[Any, Expect("a relative tolerance like 10% or absolute points like 2 points")]
+    source: str | None = None
+    derived_from: dict[str, Any] | None = None
+    ours: Ours | None = None
+    not_comparable: str | None = None
+    notes: str | None = None
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    source: str
+    transcribed_from: str
+    figures: Annotated[tuple[dict[str, Any], ...], Expect("a list of figures")]
 
 
 def load_published(directory: str | Path = PUBLISHED_DIR) -> list[Figure]:
@@ -120,81 +161,62 @@ def load_published(directory: str | Path = PUBLISHED_DIR) -> list[Figure]:
 
 def _load_file(path: Path) -> list[Figure]:
     file = str(path)
-
-    def fail(key, expected, got):
-        raise InputError(file, key, expected, got)
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        fail(f"line {mark.line + 1}" if mark else None, "valid YAML", getattr(e, "problem", None) or str(e))
-    if not isinstance(data, dict) or not isinstance(data.get("figures"), list):
-        fail("figures", "a list of figures", describe(data.get("figures") if isinstance(data, dict) else data))
-    for key in ("source", "transcribed_from"):
-        if not isinstance(data.get(key), str):
-            fail(key, "a string", describe(data.get(key)))
-    return [_figure(raw, f"figures[{i}]", data, file, fail) for i, raw in enumerate(data["figures"])]
+        raise InputError(file, f"line {mark.line + 1}" if mark else None, "valid YAML",
+                         getattr(e, "problem", None) or str(e)) from None
+    try:
+        published = parse(PublishedFile, data)
+        return [_figure(raw, i, published, file) for i, raw in enumerate(published.figures)]
+    except SchemaError as e:
+        raise InputError(file, e.key, e.expected, e.got) from None
 
 
-def _figure(raw, key: str, file_data: dict, file: str, fail) -> Figure:
-    if not isinstance(raw, dict):
-        fail(key, "a mapping", describe(raw))
-    for k in raw:
-        if k not in FIGURE_KEYS:
-            fail(f"{key}.{k}", "a known key (" + ", ".join(FIGURE_KEYS) + ")", f"unknown key {k!r}")
-    for k in ("id", "label", "metric", "unit"):
-        if not isinstance(raw.get(k), str) or not raw[k]:
-            fail(f"{key}.{k}", "a non-empty string", describe(raw.get(k)))
-    key = f"figures.{raw['id']}"
-    value = raw.get("value")
-    if isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value) and value[0] <= value[1]:
-        value = (float(value[0]), float(value[1]))
-    elif not _number(value):
-        fail(f"{key}.value", "a number or [low, high]", describe(value))
-    tolerance = parse_tolerance(raw.get("tolerance"))
+def _figure(raw: dict, index: int, published: PublishedFile, file: str) -> Figure:
+    # errors name the figure by its id once it has one (`figures.fp8-speedup.value`), by position before
+    key = f"figures[{index}]"
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"]:
+        key = f"figures.{raw['id']}"
+    entry = parse(FigureEntry, raw, key)
+    value = tuple(entry.value) if isinstance(entry.value, tuple) else entry.value
+    if isinstance(value, tuple) and value[0] > value[1]:
+        raise SchemaError(f"{key}.value", "a number or [low, high]", describe(list(value)))
+    tolerance = parse_tolerance(entry.tolerance)
     if tolerance is None:
-        fail(f"{key}.tolerance", "a relative tolerance like 10% or absolute points like 2 points",
-             describe(raw.get("tolerance")))
-    covers = raw.get("covers")
-    if not isinstance(covers, dict):
-        fail(f"{key}.covers", "a mapping", describe(covers))
-    for k in COVERS_REQUIRED:
-        if k not in covers:
-            fail(f"{key}.covers.{k}", f"the stated value or {NOT_STATED!r}", "nothing (missing)")
-    derived = raw.get("derived_from")
+        raise SchemaError(f"{key}.tolerance", "a relative tolerance like 10% or absolute points like 2 points",
+                          describe(entry.tolerance))
+    derived = entry.derived_from
     if derived is not None:
-        if not (isinstance(derived, dict) and _number(derived.get("from")) and _number(derived.get("to"))
-                and derived["from"] > 0):
-            fail(f"{key}.derived_from", "{from: number, to: number, unit: ...}", describe(derived))
+        if not (_number(derived.get("from")) and _number(derived.get("to")) and derived["from"] > 0):
+            raise SchemaError(f"{key}.derived_from", "{from: number, to: number, unit: ...}", describe(derived))
         ratio = derived["to"] / derived["from"]
         if not _number(value) or abs(ratio - value) > 0.006 * ratio:
-            fail(f"{key}.value", f"to / from = {ratio:.3f} (derived_from)", describe(value))
-    ours, why = raw.get("ours"), raw.get("not_comparable")
-    if (ours is None) == (why is None):
-        fail(key, "exactly one of `ours` (a mapping onto our results) or `not_comparable` (why there is none)",
-             "both" if ours is not None else "neither")
-    if ours is not None:
-        _check_ours(ours, raw["metric"], f"{key}.ours", fail)
-    elif not isinstance(why, str) or not why:
-        fail(f"{key}.not_comparable", "a reason", describe(why))
-    return Figure(id=raw["id"], label=raw["label"], source=raw.get("source") or file_data["source"],
-                  transcribed_from=file_data["transcribed_from"], file=file, metric=raw["metric"],
-                  unit=raw["unit"], value=value, covers=dict(covers), tolerance=tolerance, ours=ours,
-                  not_comparable=why, derived_from=derived, notes=raw.get("notes"))
+            raise SchemaError(f"{key}.value", f"to / from = {ratio:.3f} (derived_from)", describe(value))
+    if (entry.ours is None) == (entry.not_comparable is None):
+        raise SchemaError(key, "exactly one of `ours` (a mapping onto our results) or `not_comparable` (why there "
+                               "is none)", "both" if entry.ours is not None else "neither")
+    ours = None
+    if entry.ours is not None:
+        ours = _check_ours(entry.ours, entry.metric, f"{key}.ours")
+    return Figure(id=entry.id, label=entry.label, source=entry.source or published.source,
+                  transcribed_from=published.transcribed_from, file=file, metric=entry.metric, unit=entry.unit,
+                  value=value, covers={k: v for k, v in to_plain(entry.covers).items() if v is not None},
+                  tolerance=tolerance, ours=ours, not_comparable=entry.not_comparable, derived_from=derived,
+                  notes=entry.notes)
 
 
-def _check_ours(ours, metric: str, key: str, fail) -> None:
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_ours(ours: Ours, metric: str, key: str) -> dict:
     if metric not in COMPARABLE:
-        fail(f"{key}", f"no mapping: vlabench measures only {', '.join(COMPARABLE)}", f"one for metric {metric!r}")
-    if not isinstance(ours, dict):
-        fail(key, "a mapping", describe(ours))
-    for k in ours:
-        if k not in OURS_KEYS:
-            fail(f"{key}.{k}", "a known key (" + ", ".join(OURS_KEYS) + ")", f"unknown key {k!r}")
+        raise SchemaError(key, f"no mapping: vlabench measures only {', '.join(COMPARABLE)}",
+                          f"one for metric {metric!r}")
     needed = COMPARABLE[metric] + (() if metric == "success_rate" else ("scenario",))
     for k in needed:
-        if not isinstance(ours.get(k), str) or not ours[k]:
-            fail(f"{key}.{k}", "a name", describe(ours.get(k)))
-    if "min_device_count" in ours and not (isinstance(ours["min_device_count"], int) and ours["min_device_count"] > 0):
-        fail(f"{key}.min_device_count", "a positive integer", describe(ours["min_device_count"]))
+        if getattr(ours, k) is None:
+            raise SchemaError(f"{key}.{k}", "a name", "nothing")
+    return {k: v for k, v in to_plain(ours).items() if v is not None}

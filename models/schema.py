@@ -129,12 +129,17 @@ def parse_fields(cls, data: Any, key: str | None = None, partial: bool = False) 
         if f.name in data:
             out[f.name] = parse_value(hints[f.name], data[f.name], join(key, f.name))
         elif not partial and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise SchemaError(join(key, f.name), "a value", "nothing (missing required key)")
+            expect = next((c.text for c in _extras(hints[f.name]) if isinstance(c, Expect)), "a value")
+            raise SchemaError(join(key, f.name), expect, "nothing (missing required key)")
     return out
 
 
 def _hints(cls) -> dict:
     return get_type_hints(cls, include_extras=True)
+
+
+def _extras(tp) -> tuple:
+    return tuple(get_args(tp)[1:]) if get_origin(tp) is Annotated else ()
 
 
 def parse_value(tp, value: Any, key: str | None):
