@@ -44,6 +44,7 @@ def rank_main(rank, world, port, out):
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process_on_the_global_batch(tmp_path):
     out = tmp_path / "ddp.pt"
     mp.spawn(rank_main, args=(2, free_port(), str(out)), nprocs=2, join=True)

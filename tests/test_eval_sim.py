@@ -23,6 +23,7 @@ def _assets() -> str | None:
 
 _missing = sim.missing_packages()
 pytestmark = [
+    pytest.mark.slow,  # MuJoCo scenes take seconds each to build and step on a CPU
     pytest.mark.skipif(bool(_missing), reason="LIBERO sim tests need the sim extra (pip install -e '.[sim]'); "
                                               f"missing: {', '.join(_missing)}"),
     pytest.mark.skipif(_assets() is None, reason=f"LIBERO sim tests need assets: set {sim.ASSETS_ENV} to a LIBERO "

@@ -48,7 +48,6 @@ def test_cpu_device_timing_and_memory():
     end.record()
     device.synchronize()
     assert 0.04 < device.elapsed_s(start, end) < 1.0
-    assert hardware.elapsed_s(start, end) == device.elapsed_s(start, end)
 
     device.reset_peak_memory()
     before = device.peak_memory_bytes()
@@ -56,7 +55,6 @@ def test_cpu_device_timing_and_memory():
     after = device.peak_memory_bytes()
     assert after - before > 32 * 2**20
     del x
-    device.empty_cache()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_npu") is not None, reason="torch_npu is installed")
