@@ -58,7 +58,7 @@ def test_rung(benchmark, scenario, target, rung_name):
         i = next(step)
         seed_step(workload["seed"], i)
         started = time.perf_counter()
-        setup.step(setup.batches[i])
+        setup.step(setup.feed.fetch(i)[0])
         slow_down_for_test(device, started, slowdown)
         device.synchronize()
 

@@ -35,6 +35,8 @@ def cmd_run(args) -> int:
         if unknown:
             return _fail(f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
                          f"got {', '.join(unknown)}")
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
     out = args.out or _default_out(scenario.name, target.name)
     if args.nproc < 1:
         return _fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
@@ -50,6 +52,19 @@ def cmd_run(args) -> int:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def with_dataset(scenario, path: str):
+    """The scenario with every target's workload reading the dataset at `path`."""
+    import dataclasses
+
+    from .data.pipeline import DataSpec
+
+    data = scenario.workload.data
+    spec = dataclasses.replace(data, dataset=path) if isinstance(data, DataSpec) else DataSpec(dataset=path)
+    targets = {name: {**o, "data": dataclasses.replace(o["data"], dataset=path)} if isinstance(o.get("data"), DataSpec)
+               else o for name, o in scenario.targets.items()}
+    return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)
 
 
 def _resolve_target(scenario, name: str | None):
@@ -207,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
     run.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     run.add_argument("--out", type=Path, help="result JSON path (default: runs/<scenario>-<target>-<time>.json)")
+    run.add_argument("--dataset", metavar="PATH",
+                     help="read batches from this LeRobotDataset v3.0 folder (the workload's data.dataset)")
     run.add_argument("--append", action="store_true",
                      help="merge into an existing --out of the same scenario and target (rungs run now replace "
                           "rungs of the same name); for ladders split over several calls")
@@ -281,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="LIBERO closed-loop evaluation (openpi protocol) with parallel env workers")
     add_eval_arguments(ev)
     ev.set_defaults(func=cmd_eval)
+
+    from .data.cli import add_make_dataset_arguments, cmd_make_dataset
+
+    mk = sub.add_parser("make-dataset", help="write a LeRobotDataset v3.0 folder (synthetic episodes)")
+    add_make_dataset_arguments(mk)
+    mk.set_defaults(func=cmd_make_dataset)
 
     readme = sub.add_parser("readme", help="regenerate the README's results section and figure from results/")
     readme.add_argument("--repo", default=".", help="repository root (default: .)")

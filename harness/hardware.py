@@ -17,7 +17,8 @@ from typing import Literal, get_args
 import torch
 
 # Capabilities a rung may `require`; a target lacking one records the rung as unsupported.
-Capability = Literal["fp8", "flex-backward", "compile"]
+# multi-process: the rung runs in several data-parallel processes (`vlabench run --nproc N`, N > 1)
+Capability = Literal["fp8", "flex-backward", "compile", "multi-process"]
 KNOWN_CAPABILITIES = frozenset(get_args(Capability))
 
 
@@ -91,9 +92,10 @@ ALLOCATOR_ENV = {
 }
 
 
-def capabilities(target: Target) -> frozenset[str]:
-    """The target's capabilities with the runtime checks resolved on this machine."""
-    caps = set(target.capabilities)
+def capabilities(target: Target, nproc: int = 1) -> frozenset[str]:
+    """The target's capabilities with the runtime checks resolved on this machine, for rungs of `nproc`
+    processes."""
+    caps = set(target.capabilities) | ({"multi-process"} if nproc > 1 else set())
     if target.backend == "cuda" and target.device_match is None and torch.cuda.is_available():
         # fp8 tensor cores arrived with Ada/Hopper (sm_89 / sm_90).
         if torch.cuda.get_device_capability(0) >= (8, 9):

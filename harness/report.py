@@ -37,10 +37,15 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                 n.append(f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
                          f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
                          f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)")
+            if r.get("data_wait_ms") is not None:
+                kind = (r.get("loader") or {}).get("kind", "torch")
+                n.append(f"{kind} loader: waited {r['data_wait_ms']:.0f} ms for data ({r['data_wait_share']:.1%} of "
+                         "the step)")
+            if r.get("loss_parity_note"):
+                n.append(r["loss_parity_note"])
             if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
                 n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")
-            n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"]) \
-                if hasattr(family, "rung_notes") else []
+            n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"])
             prev = r
         notes[r["name"]] = n
     return notes

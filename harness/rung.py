@@ -18,6 +18,10 @@ import torch
 from models import ModelFamily, get_family
 from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
 
+from models.schema import parse
+
+from .data.pipeline import DataSpec, DatasetFeed, LoaderOptions, SyntheticFeed, feed_kind
+from .grad_buckets import BucketedDataParallel
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
 from .hardware import Device, get_device
 from .probe import MachineProbe
@@ -51,6 +55,10 @@ def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device) 
     if not dist.is_initialized():
         backend = PROCESS_GROUP_BACKEND[device.torch_device.type]
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    if flags.implementation == "buckets":
+        if dist.get_world_size() == 1:
+            return model  # averaging over one process is the identity: nothing to wrap, nothing to overlap
+        return BucketedDataParallel(model, flags.bucket_cap_mb or 400.0, flags.bucket_dtype or "bf16")
     kwargs = flags.as_dict()
     hook = kwargs.pop("comm_hook", None)
     device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]
@@ -86,7 +94,7 @@ class RungSetup:
     model: torch.nn.Module  # DDP-wrapped when the rung trains data-parallel
     applied: Applied
     step: Step
-    batches: list[dict]
+    feed: SyntheticFeed | DatasetFeed  # the batches, and how long each step waited for its batch
     device: Device
 
 
@@ -110,14 +118,30 @@ def build(spec: dict, steps: int) -> RungSetup:
         family.prepare_for_ddp(built, flags)
         model = wrap_ddp(model, flags, built.applied, device)
     optimizer = family.optimizer(model, options, workload, spec["backend"])
-    # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
-    global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
-    batches = [shard(b, ctx) for b in family.make_batches(workload["model_size"], global_workload, steps,
-                                                          device.torch_device, dtype, workload["seed"])]
-    return RungSetup(family, model, built.applied, family.make_step(model, optimizer, options), batches, device)
+    data = workload.get("data", "synthetic")
+    if feed_kind(data, spec.get("loader")) == "synthetic":
+        # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
+        global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
+        feed = SyntheticFeed([shard(b, ctx) for b in family.make_batches(
+            workload["model_size"], global_workload, steps, device.torch_device, dtype, workload["seed"])])
+    else:
+        feed = DatasetFeed(parse(DataSpec, data), parse(LoaderOptions, spec.get("loader") or {}), family,
+                           workload["model_size"], workload, device.torch_device, dtype, workload["seed"],
+                           (ctx.rank, ctx.world_size))
+    return RungSetup(family, model, built.applied, family.make_step(model, optimizer, options), feed, device)
 
 
 PROBES_AROUND = 3  # machine probes right before the first timed step and right after the last
+
+
+def data_wait(waits: list[float], step_times: list[float], feed) -> dict:
+    """How long the steps waited for their batches (0 for synthetic batches already on the device)."""
+    out = feed.describe()
+    if isinstance(feed, DatasetFeed):
+        median_wait = statistics.median(waits)
+        out.update(data_wait_s=waits, data_wait_ms=1000 * median_wait,
+                   data_wait_share=median_wait / statistics.median(step_times))
+    return out
 
 
 def measure(spec: dict) -> dict:
@@ -135,7 +159,7 @@ def measure(spec: dict) -> dict:
     for i in range(warmup):
         seed_step(workload["seed"], i)
         ts = time.perf_counter()
-        step(setup.batches[i])
+        step(setup.feed.fetch(i)[0])
         device.synchronize()
         first_step_s = first_step_s or time.perf_counter() - ts
         log(f"warm-up {i + 1}/{warmup}: {time.perf_counter() - ts:.2f}s")
@@ -146,20 +170,23 @@ def measure(spec: dict) -> dict:
     for _ in range(PROBES_AROUND):
         probe.sample("before")
     device.reset_peak_memory()
-    step_times, losses = [], []
+    step_times, losses, waits = [], [], []
     for i in range(timed):
         seed_step(workload["seed"], warmup + i)
         start, end = device.event(), device.event()
         start.record()
         started = time.perf_counter()
-        losses.append(step(setup.batches[warmup + i]))
+        batch, wait = setup.feed.fetch(warmup + i)  # inside the step: a real input pipeline is part of it
+        waits.append(wait)
+        losses.append(step(batch))
         slow_down_for_test(device, started, slowdown)
         end.record()
         device.synchronize()
         step_times.append(device.elapsed_s(start, end))
         peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
         probe.sample(f"step {i + 1}")
-        log(f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}")
+        log(f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}"
+            + (f" (waited {1000 * wait:.0f} ms for data)" if wait else ""))
     for _ in range(PROBES_AROUND):
         probe.sample("after")
     ctx = context_from_env()
@@ -172,7 +199,7 @@ def measure(spec: dict) -> dict:
             start, end = device.event(), device.event()
             start.record()
             with setup.model.no_sync():
-                step(setup.batches[warmup + i])
+                step(setup.feed.fetch(warmup + timed + i)[0])
             end.record()
             device.synchronize()
             nosync.append(device.elapsed_s(start, end))
@@ -190,6 +217,8 @@ def measure(spec: dict) -> dict:
             "exposed_comm_s": statistics.median(step_times) - nosync_s,
         }
 
+    record_data = data_wait(waits, step_times, setup.feed)
+    setup.feed.close()
     stats = summarize_steps(step_times, batch_size * ctx.world_size)
     flops = setup.family.flops_per_sample(workload["model_size"], workload)
     return {
@@ -205,6 +234,7 @@ def measure(spec: dict) -> dict:
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
         "machine_probe": probe.record(),
         "applied": setup.applied.as_dict(),
+        **record_data,
         **({"test_slowdown": slowdown} if slowdown else {}),
     }
 

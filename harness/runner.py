@@ -18,6 +18,7 @@ from models import get_family
 
 from .errors import InputError
 from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
+from .data.pipeline import feed_kind
 from .processes import run_group
 from .results import ResultWriter, load_result, provenance
 from .scenario import Scenario
@@ -27,7 +28,7 @@ BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
 
 def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
     return {"model": scenario.model, "backend": target.backend, "options": rung.cumulative,
-            "workload": workload, "peak_flops": target.peak_bf16_flops}
+            "loader": rung.loader_cumulative, "workload": workload, "peak_flops": target.peak_bf16_flops}
 
 
 def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
@@ -44,7 +45,9 @@ def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
     subs = scenario.substitutes.get(target.name) or {}
     if not subs or unsupported_reason(scenario, target, rung, caps) is None:
         return rung, {}
-    if any(k in rung.options for k in subs):  # the rung's own optimization: nothing to stand in for it
+    # The rung that introduces the option is its measurement: nothing may stand in for it. The first rung is the
+    # baseline, not an optimization: it may take a stand-in like the rungs after it.
+    if rung.name != scenario.ladder[0].name and any(k in rung.options for k in subs):
         return rung, {}
     cumulative = {**rung.cumulative, **subs}
     changed = {k: f"{rung.cumulative.get(k)} -> {v}" for k, v in subs.items() if rung.cumulative.get(k) != v}
@@ -97,8 +100,9 @@ def loss_parity(losses: list[float], baseline: list[float], tolerance: float, wh
     return {"max_rel_diff": diff, "tolerance": tolerance, "pass": diff <= tolerance, "why": why}
 
 
-def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -> None:
-    """Speedups vs the baseline and the previous ok rung, and loss parity vs the baseline (in place)."""
+def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: dict) -> None:
+    """Speedups vs the baseline and the previous ok rung, and loss parity vs the baseline (in place). Parity
+    needs the same batches: a rung on synthetic batches is not compared with one reading the dataset."""
     by_name = {r["name"]: r for r in rungs}
     base = by_name.get(scenario.ladder[0].name)
     base_ok = base is not None and base["status"] == "ok"
@@ -115,11 +119,35 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, dtype: str) -
             continue
         rec["speedup_vs_baseline"] = rec["samples_per_s"] / base["samples_per_s"] if base_ok else None
         rec["speedup_vs_previous"] = rec["samples_per_s"] / prev["samples_per_s"] if prev else None
-        tol, why = family.parity_tolerance(parity_opts, family.parse_options(rung.cumulative), dtype)
+        prev = rec
+        if (feed_kind(workload.get("data"), rung.loader_cumulative) == "synthetic") != \
+                (feed_kind(workload.get("data"), parity_rung.loader_cumulative) == "synthetic"):
+            rec["loss_parity"] = None
+            rec["loss_parity_note"] = f"trains on other batches than {parity_rung.name} (synthetic vs the dataset)"
+            continue
+        tol, why = family.parity_tolerance(parity_opts, family.parse_options(rung.cumulative), workload["dtype"])
         rec["loss_parity"] = loss_parity(rec["losses"], parity["losses"], tol, why) if parity_ok else None
         if rec["loss_parity"] is not None:
             rec["loss_parity"]["against"] = parity_rung.name
-        prev = rec
+
+
+def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> None:
+    """A ladder that reads a dataset fails at once, in one line, when the dataset is missing or broken,
+    instead of once per rung."""
+    data = workload.get("data")
+    if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
+        return
+    from .data.dataset import load_meta
+    from .data.errors import DatasetError
+
+    if data in (None, "synthetic"):
+        raise InputError(scenario.path, "workload.data", "a dataset ({dataset: PATH}) for rungs whose loader reads "
+                         "one", "data: synthetic")
+    path = Path(data["dataset"])
+    if not path.exists():
+        raise DatasetError(path, None, "a LeRobotDataset v3.0 folder (make one: vlabench make-dataset --source "
+                           f"synthetic --episodes 20 --out {path}; or run with --dataset PATH)", "no such folder")
+    load_meta(path)
 
 
 def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, command: list[str],
@@ -131,7 +159,7 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
     family = get_family(scenario.model)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
     workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
-    caps = capabilities(target)
+    caps = capabilities(target, nproc)
     device = get_device(target.backend, target_name=target.name)
     header = {
         "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256,
@@ -155,12 +183,13 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
         kept = {r["name"]: r for r in old["rungs"]}
         header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
     selected = rung_names or scenario.rung_names()
+    check_dataset(scenario, workload, selected)
     writer = ResultWriter(out_path, header)
     records = dict(kept)
 
     def commit():
         rungs = [records[r.name] for r in scenario.ladder if r.name in records]
-        add_comparisons(rungs, family, scenario, workload["dtype"])
+        add_comparisons(rungs, family, scenario, workload)
         writer.set("rungs", rungs)
 
     commit()
@@ -181,7 +210,8 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
             except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
                 rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
                 interrupted = exc
-        rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options, **rec,
+        rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options,
+               **({"loader_options": rung.loader_cumulative} if rung.loader_cumulative else {}), **rec,
                "wall_s": time.perf_counter() - started,
                # which code measured this rung (a ladder split over calls merges rungs of several runs)
                "measured": {k: header["provenance"][k] for k in ("git_sha", "dirty", "created_at")}}

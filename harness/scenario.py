@@ -15,8 +15,9 @@ import yaml
 import models
 from models.family import Dtype
 from models.schema import (AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Bounds, Expect, Match, SchemaError, describe, join,
-                           parse, parse_fields)
+                           parse, parse_fields, to_plain)
 
+from .data.pipeline import DataSpec, LoaderOptions
 from .errors import InputError
 from .hardware import TARGETS, Capability
 
@@ -43,9 +44,12 @@ class Workload:
     # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
     # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
     compile_backend: CompileBackend = "inductor"
+    # where batches come from: made up front on the device from the seed, or read from a dataset on disk
+    # inside the timed step (harness/data/pipeline.py)
+    data: Literal["synthetic"] | DataSpec = "synthetic"
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return to_plain(self)
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class Rung:
     options: dict  # this rung's own options, as written
     cumulative: dict  # options merged down the ladder up to and including this rung
     requires: tuple[str, ...] = ()
+    # the input pipeline (for workloads that read a dataset): this rung's own `loader:` and the merged ones
+    loader: dict = dataclasses.field(default_factory=dict)
+    loader_cumulative: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class RungEntry:
     name: Annotated[str, RUNG_NAME]
     options: dict[str, Any] | None = None
     requires: tuple[Capability, ...] = ()
+    loader: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,7 @@ def _field_order(name: str) -> int:
 def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
     rungs: list[Rung] = []
     cumulative: dict = {}
+    loader: dict = {}
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         key = f"ladder[{i}]"
@@ -205,6 +214,8 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
             family.parse_options(copy.deepcopy(cumulative))
         except SchemaError as e:  # earlier rungs validated, so the bad value arrived with this rung
             raise e.under(f"{key}.options") from None
+        loader = {**loader, **(entry.loader or {})}
+        parse(LoaderOptions, loader, f"{key}.loader")
         rungs.append(Rung(name=entry.name, options=copy.deepcopy(options), cumulative=cumulative,
-                          requires=entry.requires))
+                          requires=entry.requires, loader=dict(entry.loader or {}), loader_cumulative=dict(loader)))
     return tuple(rungs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import torch
 from torch import nn
@@ -23,17 +23,30 @@ CommHook = Literal["bf16_compress", "fp16_compress"]
 
 @dataclass(frozen=True)
 class DdpFlags:
-    """DistributedDataParallel flags a rung sets (unset ones keep DDP's defaults), plus a gradient
-    compression hook. The harness owns the processes and applies them; a family only declares them."""
+    """How data-parallel processes average gradients: torch's DistributedDataParallel with the flags a rung
+    sets (unset ones keep DDP's defaults) and a gradient compression hook, or `implementation: buckets` (the
+    harness's own reverse-order contiguous buckets, one asynchronous all-reduce per bucket in `bucket_dtype`).
+    The harness owns the processes and applies them; a family only declares them."""
 
+    implementation: Literal["torch-ddp", "buckets"] = "torch-ddp"
     find_unused_parameters: bool | None = None
     static_graph: bool | None = None
     gradient_as_bucket_view: bool | None = None
     bucket_cap_mb: Annotated[float, POSITIVE] | None = None
     comm_hook: CommHook | None = None
+    bucket_dtype: Literal["bf16", "fp32"] | None = None  # buckets only (default bf16)
+
+    def __post_init__(self):
+        ddp_only = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "comm_hook")
+        if self.implementation == "buckets" and any(getattr(self, k) is not None for k in ddp_only):
+            raise SchemaError(next(k for k in ddp_only if getattr(self, k) is not None),
+                              "no torch-ddp flag with implementation: buckets", "one")
+        if self.implementation == "torch-ddp" and self.bucket_dtype is not None:
+            raise SchemaError("bucket_dtype", "implementation: buckets (DDP compresses with comm_hook)", "torch-ddp")
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in to_plain(self).items() if v is not None}
+        """DistributedDataParallel's keyword arguments and the hook (torch-ddp)."""
+        return {k: v for k, v in to_plain(self).items() if v is not None and k not in ("implementation", "bucket_dtype")}
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,7 @@ class Applied:
     fp8_linears: tuple[str, ...] = ()
     recomputed: tuple[str, ...] = ()
     compile_units: tuple[str, ...] = ()
+    fp32_modules: tuple[str, ...] = ()  # kept in fp32 in a bf16 model (mixed precision as the reference)
 
     def as_dict(self) -> dict:
         return to_plain(self)
@@ -56,6 +70,20 @@ class Built:
 
 
 Step = Callable[[dict], torch.Tensor]
+
+
+class DataProcessor(Protocol):
+    """A family's input processing for training on a dataset, split where the reference training path does
+    the work: `collate` in the loader's worker processes (picklable), `prepare` on the host in the training
+    process (its random draws from `generator`), `finish` on the device inside the step."""
+
+    def collate(self, samples: list[dict], cameras: tuple[str, ...]) -> dict: ...
+
+    def prepare(self, raw: dict, generator: torch.Generator) -> dict: ...
+
+    def finish(self, batch: dict, dtype: torch.dtype) -> dict: ...
+
+    def describe(self) -> dict: ...
 
 
 class ModelFamily:
@@ -119,6 +147,11 @@ class ModelFamily:
         """`n` synthetic training batches (inputs, noise, flow time), the same for every rung of a seed."""
         raise NotImplementedError
 
+    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> DataProcessor:
+        """How raw dataset samples become this family's training batches (the reference's preprocessing),
+        given the dataset's per-feature statistics and a tokenizer file or Hub id (None: a stand-in)."""
+        raise NotImplementedError
+
     def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
         """Scalar training loss for a batch (through `model(...)`, so that a DDP wrapper sees the forward)."""
         raise NotImplementedError
@@ -144,5 +177,5 @@ def standard_step(loss_fn: Callable[[nn.Module, dict], torch.Tensor], model: nn.
     return step
 
 
-__all__ = ["Applied", "Built", "CommHook", "DdpFlags", "Dtype", "ModelFamily", "SchemaError", "Step",
+__all__ = ["Applied", "Built", "CommHook", "DataProcessor", "DdpFlags", "Dtype", "ModelFamily", "SchemaError", "Step",
            "TORCH_DTYPES", "standard_step"]

@@ -64,8 +64,8 @@ def sample(i, horizon=4, pad_from=None):
     pad = np.zeros(horizon, dtype=bool) if pad_from is None else np.arange(horizon) >= pad_from
     return {"image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
             "wrist_image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
-            "state": rng.normal(size=8).astype(np.float32), "actions": rng.normal(size=(horizon, 7)),
-            "action_is_pad": pad, "task": f"task {i}"}
+            "observation.state": rng.normal(size=8).astype(np.float32),
+            "action": rng.normal(size=(horizon, 7)).astype(np.float32), "action_is_pad": pad, "task": f"task {i}"}
 
 
 def test_training_batch_normalises_pads_and_draws_from_the_generator():
@@ -75,7 +75,7 @@ def test_training_batch_normalises_pads_and_draws_from_the_generator():
     batch = proc.training_batch(samples, ("image", "wrist_image"), torch.Generator().manual_seed(3))
     assert batch["images"].shape == (2, 2, 3, 56, 56) and batch["tokens"].shape == (2, 64)
     assert batch["actions"].shape == (2, 4, 32) and (batch["actions"][..., 7:] == 0).all()
-    expected = torch.tensor(norm.normalize(samples[1]["actions"]), dtype=torch.float32)
+    expected = torch.tensor(norm.normalize(samples[1]["action"].astype(np.float64)), dtype=torch.float32)
     assert torch.allclose(batch["actions"][1, :, :7], expected)
     assert batch["action_is_pad"].tolist() == [[False] * 4, [False, False, True, True]]
     again = proc.training_batch(samples, ("image", "wrist_image"), torch.Generator().manual_seed(3))

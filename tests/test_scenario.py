@@ -107,7 +107,7 @@ def test_missing_required_key(tmp_path):
     ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
     ("  h200:\n", "  a800: {}\n", "targets.a800", "a known target (cpu, h200, cuda", "unknown target 'a800'"),
     ("  h200:\n", "  h200: [1]\n", "targets.h200", "a mapping", "list [1]"),
-    ("model: pi05", "model: gr00t", "model", "one of pi05", "string 'gr00t'"),
+    ("model: pi05", "model: pi0", "model", "one of pi05, gr00t", "string 'pi0'"),
     ("name: pi05-demo", "name: 3", "name", "a non-empty string", "integer 3"),
 ])
 def test_wrong_values(tmp_path, old, new, key, expected, got):
@@ -127,10 +127,10 @@ def test_wrong_values(tmp_path, old, new, key, expected, got):
     ("name: no-recompute", "name: community", "ladder[3].name", "a name not used by another rung",
      "'community' again (also ladder[0])"),
     ("name: no-recompute", "name: No_Recompute", "ladder[3].name", "a name of lowercase letters", "string"),
-    ("requires: [fp8]", "requires: fp8", "ladder[4].requires", "a list of (fp8, flex-backward, compile)", "string 'fp8'"),
-    ("requires: [fp8]", "requires: [1]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile", "integer 1"),
-    ("requires: [fp8]", "requires: [fp-8]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile", "string 'fp-8'"),
-    ("requires: [fp8]", "required: [fp8]", "ladder[4].required", "a known key (name, options, requires)",
+    ("requires: [fp8]", "requires: fp8", "ladder[4].requires", "a list of (fp8, flex-backward, compile, multi-process)", "string 'fp8'"),
+    ("requires: [fp8]", "requires: [1]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile, multi-process", "integer 1"),
+    ("requires: [fp8]", "requires: [fp-8]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile, multi-process", "string 'fp-8'"),
+    ("requires: [fp8]", "required: [fp8]", "ladder[4].required", "a known key (name, options, requires, loader)",
      "unknown key"),
 ])
 def test_bad_rungs(tmp_path, old, new, key, expected, got):

@@ -4,12 +4,15 @@ from __future__ import annotations
 import torch
 
 from ..family import Built, DdpFlags, ModelFamily
+from ..normalize import Normalizer
+from ..tokenizers import StandInTokenizer, load_sentencepiece
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
 from .flops import forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
 from .options import Pi05Options, parse_options
+from .processor import Pi05Processor
 from .techniques import apply_options, count_parameters
 
 
@@ -92,13 +95,25 @@ class Pi05Family(ModelFamily):
 
     def optimizer(self, model: torch.nn.Module, options: Pi05Options, workload: dict,
                   backend: str) -> torch.optim.Optimizer:
-        """openpi's AdamW(0.9, 0.95, eps 1e-8); fused on CUDA as LeRobot trains."""
+        """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused."""
         params = [p for p in model.parameters() if p.requires_grad]
         return torch.optim.AdamW(params, lr=workload["lr"], betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10,
-                                 fused=backend == "cuda")
+                                 fused=options.adamw == "fused" or None)
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
+
+    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> Pi05Processor:
+        """LeRobot's Pi0.5 preprocessing: quantile normalisation of state and actions from the dataset's
+        statistics (epsilon only where a quantile range is zero), the state padded to 32 and discretised into
+        the prompt, 200 tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size)."""
+        cfg = SIZES[size]
+        state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
+        action = Normalizer.from_stats("quantile", stats.get("action", {}), 1e-8, False, "action")
+        tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
+        return Pi05Processor(tok, max_tokens=workload["text_tokens"], state_in_prompt=True, state_pad=32,
+                             state_norm=state, action_norm=action, image_size=cfg.vision.image_size,
+                             action_dim=cfg.action_dim)
 
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward

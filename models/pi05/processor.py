@@ -98,21 +98,52 @@ class Pi05Processor:
         return {"images": self.images(pixels), "image_masks": torch.ones((len(observations), len(cameras)), dtype=torch.bool),
                 "tokens": tokens, "token_masks": masks}
 
-    def training_batch(self, samples: list[dict], cameras: tuple[str, ...], generator: torch.Generator) -> dict:
-        """A training batch from raw dataset samples ({camera: uint8 HxWx3, "state", "actions" [H, d],
-        "action_is_pad" [H], "task"}), on the CPU: model inputs, normalised padded actions, and the flow
+    # -- training batches, in the three places the reference training path does the work
+    @staticmethod
+    def collate(samples: list[dict], cameras: tuple[str, ...]) -> dict:
+        """In the loader's worker processes: what LeRobot's dataset and default collate give the training loop,
+        from samples with LeRobot's keys (camera keys: uint8 HxWx3, `observation.state`, `action` [H, d],
+        `action_is_pad`, `task`): camera frames as float32 [B, V, 3, H, W] in [0, 1], raw state and actions."""
+        frames = torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
+        return {"frames": frames.permute(0, 1, 4, 2, 3).float().div_(255.0),
+                "state": torch.stack([torch.as_tensor(s["observation.state"], dtype=torch.float32) for s in samples]),
+                "actions": torch.stack([torch.as_tensor(s["action"], dtype=torch.float32) for s in samples]),
+                "action_is_pad": torch.stack([torch.as_tensor(s["action_is_pad"]) for s in samples]),
+                "task": [s["task"] for s in samples]}
+
+    def prepare(self, raw: dict, generator: torch.Generator) -> dict:
+        """On the host, in the training process (LeRobot's preprocessor): state and actions normalised, the
+        prompt tokenised with the discretised state, actions padded to the model's width, and the flow
         matching noise and time drawn from `generator` (so a batch is the same whichever loader made it)."""
-        batch = self.observation_batch([{**s, "prompt": s["task"]} for s in samples], cameras)
-        actions = np.stack([self.action_norm.normalize(np.asarray(s["actions"], dtype=np.float64)) for s in samples])
+        state = raw["state"].numpy()
+        tokens, masks = self.tokenize(raw["task"], list(state))
+        actions = self.action_norm.normalize(raw["actions"].numpy().astype(np.float64))
         b, horizon, d = actions.shape
         padded = torch.zeros((b, horizon, self.action_dim))
         padded[..., :d] = torch.from_numpy(actions).float()
-        batch["actions"] = padded
-        batch["action_is_pad"] = torch.as_tensor(np.stack([np.asarray(s["action_is_pad"]) for s in samples]))
-        batch["state"] = torch.as_tensor(np.stack([np.asarray(s["state"], dtype=np.float32) for s in samples]))
-        batch["noise"] = torch.randn((b, horizon, self.action_dim), generator=generator)
-        batch["time"] = sample_flow_time(b, generator)
-        return batch
+        return {"frames": raw["frames"], "image_masks": torch.ones(raw["frames"].shape[:2], dtype=torch.bool),
+                "tokens": tokens, "token_masks": masks, "actions": padded, "action_is_pad": raw["action_is_pad"],
+                "noise": torch.randn((b, horizon, self.action_dim), generator=generator),
+                "time": sample_flow_time(b, generator)}
+
+    def finish(self, batch: dict, dtype: torch.dtype) -> dict:
+        """On the device, inside the step (the model's own preprocessing in LeRobot): frames resized with
+        padding to the model's size and scaled to [-1, 1]; floats in the model dtype, the flow time in fp32."""
+        out = dict(batch)
+        frames = out.pop("frames")
+        b, v = frames.shape[:2]
+        out["images"] = resize_with_pad(frames.flatten(0, 1) * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
+        return {k: t.to(dtype) if t.is_floating_point() and k != "time" else t for k, t in out.items()}
+
+    def training_batch(self, samples: list[dict], cameras: tuple[str, ...], generator: torch.Generator,
+                       dtype: torch.dtype = torch.float32) -> dict:
+        """collate, prepare and finish in one go, on the CPU (tests, small tools)."""
+        return self.finish(self.prepare(self.collate(samples, cameras), generator), dtype)
+
+    def describe(self) -> dict:
+        return {"tokenizer": self.tokenizer.name, "max_tokens": self.max_tokens, "state_in_prompt": self.state_in_prompt,
+                "state_pad": self.state_pad, "state_norm": self.state_norm.mode, "action_norm": self.action_norm.mode,
+                "image_size": self.image_size}
 
     def actions_out(self, actions: np.ndarray, dims: int) -> np.ndarray:
         """Model actions [H, action_dim] -> the robot's first `dims` dimensions, unnormalised."""

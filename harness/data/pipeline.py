@@ -1,0 +1,248 @@
+"""The input pipeline of a rung that trains on a dataset: from frames on disk to a batch on the device, inside
+the timed step. Two loaders, a rung option each (`loader:` in the scenario):
+
+torch (the community path, as LeRobot's train script builds it): a DataLoader whose worker processes read and
+  decode samples and collate them; the training process then runs the family's host-side preprocessing
+  (normalisation, tokenisation) and copies the batch to the device, all while the device waits.
+async (LoongForge's 3-level pipeline): the same worker prefetch (level 1), a daemon thread that runs the
+  host-side preprocessing ahead of the step into a double buffer (level 2), and pinned, non-blocking copies
+  to the device on a side stream (level 3), so the step finds its batch on the device.
+
+Both draw the same batches: the sample order is a seeded permutation (a new one per epoch) and the random
+draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. The
+time a step waited for its batch is measured on the host around fetching it.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE
+
+# synthetic: batches made up front on the device from the seed (no data path); torch, async: see above
+LoaderKind = Literal["synthetic", "torch", "async"]
+LIBERO_CAMERAS = ("observation.images.image", "observation.images.wrist_image")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A workload's `data:` when it is a dataset on disk (else `data: synthetic`)."""
+
+    dataset: str  # a LeRobotDataset v3.0 folder (`vlabench make-dataset` writes one)
+    cameras: tuple[str, ...] = LIBERO_CAMERAS  # the dataset's camera keys, in the model's slot order
+    # a SentencePiece tokenizer (file or Hub id) for families with one; without it a stand-in of the same
+    # vocabulary size and cost per prompt, recorded as a stand-in
+    tokenizer: str | None = None
+    shuffle: bool = True
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """A rung's `loader:` options (cumulative down the ladder, like model options)."""
+
+    kind: LoaderKind | None = None  # default: torch when the workload reads a dataset, else synthetic
+    workers: Annotated[int, NON_NEGATIVE] = 4  # LeRobot's default num_workers
+    pin_memory: bool = False
+    prefetch_factor: Annotated[int, AT_LEAST_ONE] = 2  # batches each worker keeps ready (DataLoader's default)
+    buffers: Annotated[int, AT_LEAST_ONE] = 2  # async: batches prepared ahead on the device (double buffering)
+
+
+class EpochPermutations(Sampler):
+    """Indices of every epoch in a fresh permutation drawn from one seeded generator, for as many epochs as
+    asked: the same order for every loader and every rung of a seed."""
+
+    def __init__(self, n: int, seed: int, shuffle: bool = True):
+        self.n, self.seed, self.shuffle = n, seed, shuffle
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            yield from (torch.randperm(self.n, generator=gen).tolist() if self.shuffle else range(self.n))
+
+    def __len__(self) -> int:  # endless; DataLoader asks only when it must
+        return 2**62
+
+
+def batch_generator(seed: int, index: int) -> torch.Generator:
+    """The generator of batch `index`'s random draws, whichever loader and worker made the batch."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + index)
+
+
+def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
+    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
+            for k, v in batch.items()}
+
+
+def _pinned(batch: dict) -> dict:
+    return {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+@dataclass
+class Fetched:
+    batch: dict  # on the device, ready for the step
+    wait_s: float  # how long the training loop waited for it
+
+
+class BatchSource:
+    """Batches of a dataset for a rung's steps: `next()` returns the next one on the device and how long the
+    step waited for it. `prepare(raw, generator)` is the family's host-side preprocessing, `finish(batch)` its
+    device-side part (run inside the step by the caller)."""
+
+    def __init__(self, dataset, batch_size: int, options: LoaderOptions, collate: Callable[[list], dict],
+                 prepare: Callable[[dict, torch.Generator], dict], device: torch.device, seed: int,
+                 shuffle: bool = True):
+        self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
+        workers = options.workers
+        self.loader = DataLoader(dataset, batch_size=batch_size, sampler=EpochPermutations(len(dataset), seed, shuffle),
+                                 num_workers=workers, collate_fn=collate, drop_last=True,
+                                 pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
+                                 prefetch_factor=options.prefetch_factor if workers else None,
+                                 persistent_workers=workers > 0)
+        self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
+        self.index = 0
+        self._thread = None
+        if options.kind == "async":
+            self._ready: queue.Queue = queue.Queue(maxsize=options.buffers)
+            self._stop = threading.Event()
+            cuda = self.device.type == "cuda"
+            self._stream = torch.cuda.Stream(self.device) if cuda else None
+            self._thread = threading.Thread(target=self._fill, name="vlabench-input-pipeline", daemon=True)
+            self._thread.start()
+
+    # -- the community path: everything in the training loop
+    def _sync_next(self) -> dict:
+        raw = next(self._raw)
+        batch = self.prepare(raw, batch_generator(self.seed, self.index))
+        return _to_device(batch, self.device, non_blocking=self.loader.pin_memory)
+
+    # -- the async path: a thread prepares and copies ahead
+    def _fill(self) -> None:
+        index = 0
+        try:
+            while not self._stop.is_set():
+                batch = self.prepare(next(self._raw), batch_generator(self.seed, index))
+                event = None
+                if self._stream is not None:
+                    batch = _pinned(batch)
+                    with torch.cuda.stream(self._stream):
+                        batch = _to_device(batch, self.device, non_blocking=True)
+                        event = torch.cuda.Event()
+                        event.record(self._stream)
+                index += 1
+                while not self._stop.is_set():
+                    try:
+                        self._ready.put((batch, event, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as exc:  # handed to the training loop, which raises it
+            self._ready.put((None, None, exc))
+
+    def _async_next(self) -> dict:
+        batch, event, error = self._ready.get()
+        if error is not None:
+            raise error
+        if event is not None:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(event)  # the copy is done before the step reads the batch
+            for t in batch.values():
+                if isinstance(t, torch.Tensor):
+                    t.record_stream(current)  # the side stream's memory is not reused while the step runs
+        return batch
+
+    def next(self) -> Fetched:
+        start = time.perf_counter()
+        batch = self._async_next() if self._thread is not None else self._sync_next()
+        self.index += 1
+        return Fetched(batch, time.perf_counter() - start)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            while self._thread.is_alive():  # let a thread blocked on a full buffer see the stop
+                try:
+                    self._ready.get_nowait()
+                except queue.Empty:
+                    pass
+                self._thread.join(timeout=0.1)
+        del self._raw  # ends the worker processes
+
+
+__all__ = ["BatchSource", "DataSpec", "DatasetFeed", "EpochPermutations", "Fetched", "LoaderOptions",
+           "SyntheticFeed", "batch_generator", "feed_kind"]
+
+
+class SyntheticFeed:
+    """Batches made up front on the device from the seed: no data path in the step (data-wait 0)."""
+
+    def __init__(self, batches: list[dict]):
+        self.batches = batches
+
+    def fetch(self, i: int) -> tuple[dict, float]:
+        return self.batches[i % len(self.batches)], 0.0
+
+    def describe(self) -> dict:
+        return {"data": "synthetic"}
+
+    def close(self) -> None:
+        pass
+
+
+class DatasetFeed:
+    """Batches read from a dataset inside the step: the loader's batch, then the family's device-side finish."""
+
+    def __init__(self, spec: DataSpec, options: LoaderOptions, family, size: str, workload: dict,
+                 device: torch.device, dtype: torch.dtype, seed: int, shard: tuple[int, int] = (0, 1)):
+        from functools import partial
+
+        from .dataset import LeRobotV3Dataset
+        from .errors import DatasetError
+
+        cameras = tuple(spec.cameras)
+        if len(cameras) != workload["cameras"]:
+            raise DatasetError("data.cameras", None, f"{workload['cameras']} camera keys (the workload's cameras)",
+                               f"{len(cameras)}: {', '.join(cameras)}")
+        self.dataset = LeRobotV3Dataset(spec.dataset, action_horizon=workload["action_horizon"], cameras=list(cameras))
+        stats_file = self.dataset.root / "meta" / "stats.json"
+        try:
+            self.processor = family.data_processor(size, workload, self.dataset.stats or {}, spec.tokenizer)
+        except ValueError as e:
+            raise DatasetError(stats_file, None, "statistics the model's preprocessing can use", str(e)) from None
+        rank, world = shard
+        self.dtype = dtype
+        self.source = BatchSource(self.dataset, workload["batch_size"], options,
+                                  partial(type(self.processor).collate, cameras=cameras), self.processor.prepare,
+                                  device, seed + 7919 * rank, spec.shuffle)
+        self.spec, self.options, self.world = spec, options, world
+
+    def fetch(self, i: int) -> tuple[dict, float]:
+        got = self.source.next()
+        return self.processor.finish(got.batch, self.dtype), got.wait_s
+
+    def describe(self) -> dict:
+        return {"data": {"dataset": str(self.dataset.root), "frames": len(self.dataset),
+                         "episodes": len(self.dataset.meta.episodes), "cameras": list(self.spec.cameras)},
+                "loader": {"kind": self.options.kind, "workers": self.options.workers,
+                           "pin_memory": self.options.pin_memory, "prefetch_factor": self.options.prefetch_factor,
+                           **({"buffers": self.options.buffers} if self.options.kind == "async" else {})},
+                "processor": self.processor.describe(),
+                **({"data_note": "each process reads its own seeded order of the dataset"} if self.world > 1 else {})}
+
+    def close(self) -> None:
+        self.source.close()
+        self.dataset.close()
+
+
+def feed_kind(data, loader: dict | None) -> str:
+    """synthetic, torch or async: what a rung with these `loader` options reads on a workload with `data`."""
+    kind = (loader or {}).get("kind")
+    if kind is not None:
+        return kind
+    return "synthetic" if data in (None, "synthetic") else "torch"

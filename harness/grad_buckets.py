@@ -1,0 +1,118 @@
+"""Data-parallel gradient averaging as LoongForge does it for GR00T N1.6 (their `overlap-grad-comm` rung): the
+trainable parameters in reverse order (roughly the order backward produces their gradients) are packed into
+contiguous buckets of at most `bucket_mb`; as soon as backward has produced every gradient of a bucket, the bucket
+is cast to the communication dtype (bf16) and all-reduced asynchronously, so communication overlaps the rest of
+backward. When backward ends, every bucket is waited for, averaged and copied back into the gradients.
+
+Used in place of DistributedDataParallel (same `no_sync()` for measuring exposed communication), through the
+rung option `ddp: {implementation: buckets, bucket_cap_mb: 400, bucket_dtype: bf16}`.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+COMM_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+class _Bucket:
+    def __init__(self, params: list[nn.Parameter], dtype: torch.dtype):
+        self.params = params
+        self.numel = sum(p.numel() for p in params)
+        self.buffer = torch.zeros(self.numel, dtype=dtype, device=params[0].device)
+        self.ready = 0
+        self.work = None
+
+    def pack(self) -> None:
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            piece = self.buffer[offset:offset + n]
+            if p.grad is None:
+                piece.zero_()  # a parameter the loss did not reach contributes nothing, on every rank alike
+            else:
+                piece.copy_(p.grad.reshape(-1))
+            offset += n
+
+    def unpack(self, world: int) -> None:
+        self.buffer.div_(world)
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            averaged = self.buffer[offset:offset + n].view_as(p)
+            if p.grad is None:
+                p.grad = averaged.to(p.dtype).clone()
+            else:
+                p.grad.copy_(averaged)
+            offset += n
+
+
+class BucketedDataParallel(nn.Module):
+    def __init__(self, module: nn.Module, bucket_mb: float = 400.0, dtype: str = "bf16", process_group=None):
+        super().__init__()
+        self.module = module
+        self.group = process_group
+        self.world = dist.get_world_size(process_group)
+        comm = COMM_DTYPES[dtype]
+        limit = bucket_mb * 2**20 / torch.finfo(comm).bits * 8  # elements per bucket
+        params = [p for p in module.parameters() if p.requires_grad][::-1]
+        self.buckets: list[_Bucket] = []
+        current: list[nn.Parameter] = []
+        for p in params:
+            if current and sum(q.numel() for q in current) + p.numel() > limit:
+                self.buckets.append(_Bucket(current, comm))
+                current = []
+            current.append(p)
+        if current:
+            self.buckets.append(_Bucket(current, comm))
+        self._bucket_of = {id(p): b for b in self.buckets for p in b.params}
+        self._syncing = True
+        self._pending = False
+        # every rank starts from the same weights, as DDP makes sure of
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            dist.broadcast(tensor.data, src=0, group=process_group)
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside leave the gradients local (for measuring what communication adds)."""
+        self._syncing = False
+        try:
+            yield
+        finally:
+            self._syncing = True
+
+    def _grad_ready(self, param: nn.Parameter) -> None:
+        if not self._syncing:
+            return
+        if not self._pending:  # first gradient of this backward: wait for all buckets when backward ends
+            self._pending = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+        bucket = self._bucket_of[id(param)]
+        bucket.ready += 1
+        if bucket.ready == len(bucket.params):
+            self._launch(bucket)
+
+    def _launch(self, bucket: _Bucket) -> None:
+        bucket.pack()
+        bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+
+    def _finish(self) -> None:
+        for bucket in self.buckets:
+            if bucket.work is None:  # some of its parameters got no gradient this step
+                self._launch(bucket)
+        for bucket in self.buckets:
+            bucket.work.wait()
+            bucket.unpack(self.world)
+            bucket.work, bucket.ready = None, 0
+        self._pending = False
+
+    def bucket_sizes_mb(self) -> list[float]:
+        return [b.buffer.numel() * b.buffer.element_size() / 2**20 for b in self.buckets]

@@ -1,0 +1,132 @@
+"""The data path inside the timed step: a LeRobot-format dataset (written here, never committed) read by the
+community loader and the asynchronous pipeline; both give the same batches and the same losses, the step's
+wait for data is recorded, and a missing dataset is one line, not a crashed rung per rung."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.cli import main
+from harness.data.pipeline import BatchSource, DatasetFeed, DataSpec, LoaderOptions
+from harness.data.synthetic import synthetic_episodes
+from harness.data.writer import write_dataset
+from harness.data import lerobot_format as fmt
+from harness.results import load_result
+from models.pi05 import FAMILY
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 64, "action_horizon": 8, "dtype": "fp32", "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data") / "libero-synthetic"
+    write_dataset(root, synthetic_episodes(3, seed=1, image_size=64, lengths=(20, 30)), fmt.libero_features(64))
+    return root
+
+
+def feed(dataset, kind, workers=1):
+    spec = DataSpec(dataset=str(dataset))
+    return DatasetFeed(spec, LoaderOptions(kind=kind, workers=workers), FAMILY, "tiny", WORKLOAD,
+                       torch.device("cpu"), torch.float32, seed=0)
+
+
+def test_both_loaders_give_the_same_batches(dataset):
+    sync, asynchronous = feed(dataset, "torch"), feed(dataset, "async")
+    try:
+        for i in range(6):  # a few steps, in order
+            a, wait_a = sync.fetch(i)
+            b, wait_b = asynchronous.fetch(i)
+            assert a.keys() == b.keys() and wait_a >= 0 and wait_b >= 0
+            for key in a:
+                assert torch.equal(a[key], b[key]), key
+        assert a["images"].shape == (2, 2, 3, 56, 56) and a["tokens"].shape == (2, 64)
+        assert a["actions"].shape == (2, 8, 32) and a["action_is_pad"].dtype == torch.bool
+    finally:
+        sync.close()
+        asynchronous.close()
+
+
+def test_sample_order_is_a_seeded_permutation_per_epoch(dataset):
+    from harness.data.pipeline import EpochPermutations
+
+    n = 5
+    order = [i for _, i in zip(range(3 * n), EpochPermutations(n, seed=3))]
+    assert all(sorted(order[e * n:(e + 1) * n]) == list(range(n)) for e in range(3))  # each epoch is a permutation
+    assert order[:n] != order[n:2 * n] or order[n:2 * n] != order[2 * n:]  # epochs are reshuffled
+    assert order == [i for _, i in zip(range(3 * n), EpochPermutations(n, seed=3))]
+
+
+def test_async_pipeline_hands_back_an_error_of_its_thread(dataset):
+    def broken(raw, generator):
+        raise ValueError("preprocessing failed")
+
+    from functools import partial
+
+    from harness.data.dataset import LeRobotV3Dataset
+    from models.pi05.processor import Pi05Processor
+
+    data = LeRobotV3Dataset(dataset, action_horizon=4)
+    source = BatchSource(data, 2, LoaderOptions(kind="async", workers=0),
+                         partial(Pi05Processor.collate, cameras=tuple(data.cameras)), broken, torch.device("cpu"), 0)
+    with pytest.raises(ValueError, match="preprocessing failed"):
+        source.next()
+    source.close()
+
+
+SCENARIO = """
+name: data-test
+model: pi05
+workload: {batch_size: 2, cameras: 2, text_tokens: 64, action_horizon: 8, warmup_steps: 1, timed_steps: 3,
+           seed: 0, dtype: fp32, data: {dataset: DATASET}}
+ladder:
+  - {name: community-loader, options: {camera_slots: auto, recompute: none}, loader: {kind: torch, workers: 1}}
+  - {name: async-input, loader: {kind: async, workers: 1}}
+  - {name: synthetic-data, loader: {kind: synthetic}}
+targets:
+  cpu: {model_size: tiny}
+"""
+
+
+@pytest.mark.slow
+def test_ladder_on_a_dataset_records_data_wait_and_loss_parity(dataset, tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.replace("DATASET", str(dataset)))
+    out = tmp_path / "r.json"
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out)]) == 0, capsys.readouterr().err
+    rungs = {r["name"]: r for r in load_result(out)["rungs"]}
+    sync, asynchronous, synthetic = rungs["community-loader"], rungs["async-input"], rungs["synthetic-data"]
+    for r in (sync, asynchronous):
+        assert len(r["data_wait_s"]) == 3 and 0 <= r["data_wait_share"] < 1
+        assert r["data"]["frames"] > 0 and r["processor"]["tokenizer"].startswith("stand-in")
+    assert asynchronous["loader"]["kind"] == "async" and sync["loader"]["kind"] == "torch"
+    # the same batches, so the same losses: fp32 and the same kernels, to the last bit
+    assert asynchronous["losses"] == sync["losses"] and asynchronous["loss_parity"]["pass"]
+    assert synthetic["data"] == "synthetic" and synthetic["loss_parity"] is None
+    assert "other batches" in synthetic["loss_parity_note"]
+    table = capsys.readouterr().out
+    assert "async loader: waited" in table and "torch loader: waited" in table
+
+
+def test_a_missing_dataset_is_one_line_before_any_rung_runs(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.replace("DATASET", str(tmp_path / "nowhere")))
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nowhere: expected a LeRobotDataset v3.0 folder (make one: " in err
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+def test_the_data_scenario_runs_on_a_fresh_cpu_machine(dataset, tmp_path, capsys):
+    """The documented flow: make a dataset, run scenarios/pi05-data.yaml on the cpu target with --dataset."""
+    made = tmp_path / "made"
+    assert main(["make-dataset", "--source", "synthetic", "--episodes", "3", "--image-size", "64",
+                 "--out", str(made)]) == 0
+    out = tmp_path / "r.json"
+    assert main(["run", str(ROOT / "scenarios/pi05-data.yaml"), "--target", "cpu", "--dataset", str(made),
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    result = json.loads(out.read_text())
+    assert [r["status"] for r in result["rungs"]] == ["ok", "ok", "ok"]
+    assert result["workload"]["data"]["dataset"] == str(made)

@@ -1,0 +1,263 @@
+"""The LeRobotDataset v3.0 writer and reader (harness/data): what is written is what is read, the layout is
+LeRobot's, broken datasets fail with one line naming the file, and `vlabench make-dataset` is atomic."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from harness.cli import main
+from harness.data import lerobot_format as fmt
+from harness.data.dataset import LeRobotV3Dataset
+from harness.data.errors import DatasetError
+from harness.data.synthetic import synthetic_episode, synthetic_episodes
+from harness.data.writer import Episode, WriteSettings, write_dataset
+
+SIZE = 64
+LENGTHS = (17, 23, 9)  # the last shorter than an action chunk
+TASKS = ("stack the blocks", "open the drawer", "stack the blocks")
+
+
+def marked_episode(e: int, length: int) -> Episode:
+    """Frames that differ clearly from their neighbours (soft bars that move several pixels a frame, a level
+    per frame), so that reading frame k+1 for frame k cannot pass a closeness test."""
+    rng = np.random.default_rng(e)
+    yy, xx = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
+    cams = {}
+    for c, key in enumerate(fmt.LIBERO_CAMERAS):
+        frames = np.empty((length, SIZE, SIZE, 3), np.uint8)
+        for k in range(length):
+            bx, by = (7 * k + 20 * c) % SIZE, (5 * k + 9 * e) % SIZE
+            bars = 120 * np.exp(-(xx - bx) ** 2 / 18) - 90 * np.exp(-(yy - by) ** 2 / 18)
+            level = np.full_like(xx, 30 + (37 * k + 11 * e) % 150)
+            frames[k] = np.clip(np.stack([60 + 2 * xx + 30 * c + bars, 40 + 2 * yy + bars, level + bars], -1), 0, 255)
+        cams[key] = frames
+    state = rng.normal(size=(length, 8)).astype(np.float32)
+    action = rng.uniform(-1, 1, size=(length, 7)).astype(np.float32)
+    return Episode(task=TASKS[e], frames=cams, state=state, action=action)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
+    root = tmp_path_factory.mktemp("data") / "ds"
+    info = write_dataset(root, iter(episodes), fmt.libero_features(SIZE))
+    return root, episodes, info
+
+
+def one_line_error(excinfo, path_part: str) -> str:
+    text = str(excinfo.value)
+    assert "\n" not in text and path_part in text, text
+    return text
+
+
+def test_reader_returns_what_was_written(written):
+    root, episodes, _ = written
+    ds = LeRobotV3Dataset(root, action_horizon=5)
+    assert len(ds) == sum(LENGTHS) and ds.cameras == list(fmt.LIBERO_CAMERAS)
+    i = 0
+    for e, ep in enumerate(episodes):
+        for k in range(len(ep.state)):
+            s = ds[i]
+            assert (s["episode_index"], s["frame_index"], s["index"]) == (e, k, i)
+            assert s["task"] == ep.task and s["task_index"] == ("stack the blocks", "open the drawer").index(ep.task)
+            assert s["timestamp"] == pytest.approx(k / 10)
+            torch.testing.assert_close(s["observation.state"], torch.from_numpy(ep.state[k]))
+            valid = min(5, len(ep.state) - k)
+            torch.testing.assert_close(s["action"][:valid], torch.from_numpy(ep.action[k:k + valid]))
+            for key in fmt.LIBERO_CAMERAS:
+                got = s[key]
+                assert got.dtype == torch.uint8 and got.shape == (SIZE, SIZE, 3)
+                err = {d: np.abs(got.numpy().astype(int) - ep.frames[key][k + d]).mean()
+                       for d in (-1, 0, 1) if 0 <= k + d < len(ep.state)}
+                assert err[0] < 5, (e, k, key, err)  # AV1 at CRF 30 is lossy, but not by much
+                assert all(err[0] < err[d] / 3 for d in err if d), (e, k, key, err)  # and not off by one
+            i += 1
+
+
+def test_action_chunks_are_padded_past_the_episode_end(written):
+    root, episodes, _ = written
+    ds = LeRobotV3Dataset(root, cameras=[], action_horizon=50)
+    last = episodes[0].action[-1]
+    s = ds[LENGTHS[0] - 3]  # three actions left in episode 0
+    assert s["action"].shape == (50, 7) and s["action_is_pad"].tolist() == [False] * 3 + [True] * 47
+    torch.testing.assert_close(s["action"][:3], torch.from_numpy(episodes[0].action[-3:]))
+    torch.testing.assert_close(s["action"][3:], torch.from_numpy(np.tile(last, (47, 1))))  # the last repeats
+    s = ds[LENGTHS[0]]  # the first frame of episode 1 does not see episode 0
+    assert s["action_is_pad"].sum() == 50 - LENGTHS[1]
+    torch.testing.assert_close(s["action"][0], torch.from_numpy(episodes[1].action[0]))
+
+
+def test_layout_info_and_stats_are_lerobots(written):
+    root, episodes, info = written
+    assert json.loads((root / fmt.INFO_PATH).read_text()) == info
+    assert info["codebase_version"] == "v3.0" and info["fps"] == 10 and info["splits"] == {"train": "0:3"}
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (3, sum(LENGTHS), 2)
+    features = info["features"]
+    assert list(features) == [*fmt.LIBERO_CAMERAS, "observation.state", "action", "timestamp", "frame_index",
+                              "episode_index", "index", "task_index"]
+    for key in fmt.LIBERO_CAMERAS:
+        assert features[key]["dtype"] == "video" and features[key]["shape"] == [SIZE, SIZE, 3]
+        assert features[key]["info"]["video.codec"] == "av1" and features[key]["info"]["video.height"] == SIZE
+    assert (features["observation.state"]["shape"], features["action"]["shape"]) == ([8], [7])
+    # Episode table: rows and video spans back to back, as many episodes per file as fit.
+    eps = pq.read_table(root / fmt.EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
+    assert [ep["dataset_from_index"] for ep in eps] == [0, LENGTHS[0], LENGTHS[0] + LENGTHS[1]]
+    for key in fmt.LIBERO_CAMERAS:
+        spans = [ep[f"videos/{key}/{end}_timestamp"] for ep in eps for end in ("from", "to")]
+        assert spans == pytest.approx([0.0, 1.7, 1.7, 4.0, 4.0, 4.9])
+        assert {ep[f"videos/{key}/file_index"] for ep in eps} == {0}
+    assert eps[1]["tasks"] == ["open the drawer"] and eps[1]["stats/action/count"] == [LENGTHS[1]]
+    tasks = pq.read_table(root / fmt.TASKS_PATH)
+    assert tasks.to_pydict() == {"task_index": [0, 1], "task": ["stack the blocks", "open the drawer"]}
+    assert json.loads(tasks.schema.metadata[b"pandas"])["index_columns"] == ["task"]  # LeRobot reads it so
+    # Stats: every feature, LeRobot's statistics, consistent with the data.
+    stats = LeRobotV3Dataset(root, cameras=[]).stats
+    assert set(stats) == set(features)
+    states = np.concatenate([ep.state for ep in episodes])
+    s = stats["observation.state"]
+    assert set(s) == {"min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"}
+    np.testing.assert_allclose(s["min"], states.min(0), rtol=1e-6)
+    np.testing.assert_allclose(s["max"], states.max(0), rtol=1e-6)
+    np.testing.assert_allclose(s["mean"], states.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s["std"], states.std(0), rtol=1e-4)
+    assert s["count"].tolist() == [sum(LENGTHS)]
+    # Quantiles between min and max (LeRobot's histogram edges lie 1e-10 outside them).
+    assert np.all(s["min"] - 1e-9 <= s["q01"]) and np.all(s["q01"] <= s["q50"]) and np.all(s["q50"] <= s["q99"])
+    assert np.all(s["q99"] <= s["max"] + 1e-9) and np.all(s["q01"] < s["q99"])
+    image = stats["observation.images.image"]
+    assert image["mean"].shape == (3, 1, 1) and 0 <= image["min"].min() and image["max"].max() <= 1
+    assert stats["index"]["max"].tolist() == [sum(LENGTHS) - 1]
+
+
+def test_files_roll_over_at_their_size_limit(tmp_path):
+    episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
+    settings = WriteSettings(data_files_size_in_mb=0.001, video_files_size_in_mb=0.001, chunks_size=2)
+    write_dataset(tmp_path / "ds", iter(episodes), fmt.libero_features(SIZE), settings)
+    files = sorted(p.relative_to(tmp_path / "ds").as_posix() for p in (tmp_path / "ds").rglob("file-*.*"))
+    assert "data/chunk-001/file-000.parquet" in files and \
+        "videos/observation.images.wrist_image/chunk-001/file-000.mp4" in files  # 3 files, 2 per chunk
+    ds = LeRobotV3Dataset(tmp_path / "ds")
+    s = ds[LENGTHS[0] + LENGTHS[1] + 4]
+    torch.testing.assert_close(s["observation.state"], torch.from_numpy(episodes[2].state[4]))
+    assert np.abs(s["observation.images.image"].numpy().astype(int) - episodes[2].frames[fmt.LIBERO_CAMERAS[0]][4]
+                  ).mean() < 5
+
+
+@pytest.fixture
+def copy_of(written, tmp_path):
+    shutil.copytree(written[0], tmp_path / "ds")
+    return tmp_path / "ds"
+
+
+def test_truncated_video_fails_at_open_with_one_line(copy_of):
+    video = copy_of / fmt.VIDEO_PATH.format(video_key=fmt.LIBERO_CAMERAS[1], chunk_index=0, file_index=0)
+    video.write_bytes(video.read_bytes()[: video.stat().st_size * 2 // 3])
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(copy_of)
+    assert "expected a frame at" in one_line_error(excinfo, str(video))
+
+
+def test_video_damaged_after_open_fails_at_read_with_one_line(copy_of):
+    ds = LeRobotV3Dataset(copy_of)
+    video = copy_of / fmt.VIDEO_PATH.format(video_key=fmt.LIBERO_CAMERAS[0], chunk_index=0, file_index=0)
+    video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
+    with pytest.raises(DatasetError) as excinfo:
+        ds[len(ds) - 1]
+    assert f"episode 2, frame {LENGTHS[2] - 1}" in one_line_error(excinfo, str(video))
+
+
+def test_missing_data_file_fails_with_one_line(copy_of):
+    data = copy_of / fmt.DATA_PATH.format(chunk_index=0, file_index=0)
+    data.unlink()
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(copy_of)
+    assert "expected the frames of episodes 0-2" in one_line_error(excinfo, str(data))
+
+
+@pytest.mark.parametrize("change, key, expected", [
+    (lambda f: f["observation.images.image"].update(shape=[32, 32, 3]),
+     "features.observation.images.image.shape", f"expected [{SIZE}, {SIZE}, 3]"),
+    (lambda f: f["observation.state"].update(shape=[9]), "features.observation.state.shape", "expected [8]"),
+    (lambda f: f.pop("action"), "features.action", "expected a float32 feature"),
+])
+def test_wrong_info_json_fails_with_one_line(copy_of, change, key, expected):
+    path = copy_of / fmt.INFO_PATH
+    info = json.loads(path.read_text())
+    change(info["features"])
+    path.write_text(json.dumps(info))
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(copy_of)
+    text = one_line_error(excinfo, str(path))
+    assert f": {key}: " in text and expected in text
+
+
+def test_dataloader_workers_decode_and_report_errors_in_one_line(copy_of):
+    from torch.utils.data._utils import ExceptionWrapper
+
+    ds = LeRobotV3Dataset(copy_of, action_horizon=4)
+    ds[0]  # the parent opens decoders; the worker must open its own
+    batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1)))
+    assert batch["observation.images.image"].shape == (4, SIZE, SIZE, 3) and batch["action"].shape == (4, 4, 7)
+    assert batch["task"] == ["stack the blocks"] * 4 and batch["frame_index"].tolist() == [0, 1, 2, 3]
+    video = copy_of / fmt.VIDEO_PATH.format(video_key=fmt.LIBERO_CAMERAS[0], chunk_index=0, file_index=0)
+    video.write_bytes(b"")
+    try:
+        LeRobotV3Dataset(copy_of, check_video_files=False)[0]
+    except DatasetError:  # what a worker sends back, and how the DataLoader re-raises it in the main process
+        wrapped = ExceptionWrapper(where="in DataLoader worker process 0")
+    with pytest.raises(DatasetError) as excinfo:
+        wrapped.reraise()
+    text = one_line_error(excinfo, str(video))
+    assert text.endswith("expected a readable MP4 with a video stream, got InvalidDataError: Invalid data found "
+                         "when processing input")
+
+
+def test_writer_rejects_an_episode_that_does_not_fit_the_features(tmp_path):
+    bad = marked_episode(0, 5)
+    bad.state = bad.state[:, :7]
+    with pytest.raises(DatasetError) as excinfo:
+        write_dataset(tmp_path / "ds", [bad], fmt.libero_features(SIZE))
+    assert one_line_error(excinfo, "episode 0: observation.state: expected finite floats of shape [5, 8]")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_an_interrupted_write_leaves_nothing_that_looks_like_a_dataset(tmp_path):
+    def source():
+        yield marked_episode(0, 5)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_dataset(tmp_path / "ds", source(), fmt.libero_features(SIZE))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_synthetic_episodes_are_deterministic_and_libero_shaped():
+    a, b = synthetic_episode(3, seed=1, image_size=SIZE), synthetic_episode(3, seed=1, image_size=SIZE)
+    assert a.task == b.task and np.array_equal(a.action, b.action)
+    assert np.array_equal(a.frames[fmt.LIBERO_CAMERAS[0]], b.frames[fmt.LIBERO_CAMERAS[0]])
+    assert not np.array_equal(synthetic_episode(3, seed=2, image_size=SIZE).action[:5], a.action[:5])
+    assert np.array_equal(list(synthetic_episodes(4, seed=1, image_size=SIZE))[3].state, a.state)
+    assert 80 <= len(a.state) <= 200 and a.state.shape[1] == 8 and a.action.shape[1] == 7
+    assert a.frames[fmt.LIBERO_CAMERAS[1]].shape == (len(a.state), SIZE, SIZE, 3)
+    assert np.abs(a.action).max() <= 1 and set(np.unique(a.action[:, 6])) == {-1.0, 1.0}
+    assert np.abs(np.diff(a.frames[fmt.LIBERO_CAMERAS[0]].astype(int), axis=0)).mean() > 0.5  # it moves
+
+
+def test_make_dataset_cli_writes_then_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / "ds"
+    args = ["make-dataset", "--source", "synthetic", "--episodes", "2", "--out", str(out), "--image-size", "64"]
+    assert main(args) == 0
+    assert "2/2 episodes" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no temporary folder left
+    ds = LeRobotV3Dataset(out, cameras=[])
+    assert ds.meta.info["total_episodes"] == 2 and ds.meta.tasks
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{out}: expected a path where no dataset exists yet" in err
+    assert main(["make-dataset", "--source", "libero", "--episodes", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "--source: expected synthetic (libero comes later), got 'libero'" in capsys.readouterr().err
