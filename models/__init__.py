@@ -7,7 +7,7 @@ from .family import ModelFamily
 from .schema import SchemaError
 
 # Registration is the one place the harness learns of a family: name -> module holding `FAMILY`.
-FAMILIES = {"pi05": "models.pi05"}
+FAMILIES = {"pi05": "models.pi05", "gr00t": "models.gr00t"}
 
 
 def get_family(name: str) -> ModelFamily:

@@ -1,0 +1,106 @@
+"""GR00T N1.6 (Isaac-GR00T's Gr00tN1d6) written in plain PyTorch, and its optimization switches."""
+from __future__ import annotations
+
+import torch
+
+from ..family import Built, DdpFlags, ModelFamily
+from .batch import make_batches as _make_batches
+from .config import FULL, SIZES, TINY, Gr00tConfig
+from .flops import forward_flops_per_sample, train_flops_per_sample
+from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
+from .options import Gr00tOptions, parse_options
+from .techniques import apply_options, count_parameters, set_tf32, weight_decay_groups
+
+WEIGHT_DECAY = 1e-5  # Isaac-GR00T's TrainingConfig / finetune default; LoongForge's run uses the same
+
+
+def vl_tokens(size: str, workload: dict) -> int:
+    """The VL sequence length FLOPs are counted at: image tokens plus the workload's `text_tokens`, the budget of
+    non-image tokens (chat template, instruction, image markers, padding). LoongForge pads to 220 = 2 x 64 + 92."""
+    return workload["cameras"] * SIZES[size].vision.tokens + workload["text_tokens"]
+
+
+class Gr00tFamily(ModelFamily):
+    name = "gr00t"
+    sizes = tuple(SIZES)
+    options_type = Gr00tOptions
+
+    def parity_tolerance(self, baseline: Gr00tOptions, options: Gr00tOptions, dtype: str) -> tuple[float, str]:
+        """Largest relative loss difference to the baseline that still counts as the same math. The DiT's
+        dropout draws from torch's RNG, which the harness seeds per step, so eager rungs drop the same units."""
+        changed = {k for k, v in options.as_dict().items() if baseline.as_dict()[k] != v} - {"ddp"}
+        if "compile" in changed:
+            return 1e-1, ("compiled blocks draw the DiT's dropout masks (p=0.2, 4 per block) from inductor's own "
+                          "RNG, not eager's: the losses differ by dropout sampling noise (up to 3.7% per step over "
+                          "30 steps on an H200, full size, batch 16), so this is a sanity bound, not an exact "
+                          "check; the aot_eager backend keeps eager's masks")
+        if dtype == "fp32":
+            if changed <= {"lm_head"}:
+                return 1e-6, "the lm_head's logits are dropped: skipping them changes no value"
+            if changed <= {"lm_head", "vl_pad"}:
+                return 1e-5, ("fp32 and the same math: padding shifts every RoPE position by the same amount "
+                              "(relative angles unchanged) and changes GEMM shapes, so only float sums reorder")
+            return 1e-4, "fp32 with another attention kernel: reassociated sums differ by ~1e-7 per op"
+        return 2e-2, ("bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels or shapes round differently "
+                      "and the bf16 forward drifts over the steps (VL padding to 220 or eager attention: up to "
+                      "0.9% per step over 30 steps on an H200)")
+
+    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+        """Analytic remarks on what a rung changes, for tables."""
+        notes = []
+        prev, opts = parse_options(previous or {}), parse_options(options)
+        cfg = SIZES[workload["model_size"]]
+        if prev.lm_head and not opts.lm_head:
+            tokens = opts.vl_pad or vl_tokens(workload["model_size"], workload)
+            gflop = forward_flops_per_sample(cfg, workload["cameras"], tokens, workload["action_horizon"])["lm_head"]
+            logits = workload["batch_size"] * tokens * cfg.llm.vocab * (2 if workload["dtype"] == "bf16" else 4)
+            notes.append(f"skips the discarded lm_head: {gflop / 1e9:.1f} GFLOP/sample and {logits / 2**30:.2f} GiB "
+                         f"of logits per step (analytic)")
+        if opts.vl_pad is not None and opts.vl_pad != prev.vl_pad:
+            notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
+        return notes
+
+    def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype,
+              seed: int) -> Built:
+        """The plain model with N1.6 fine-tuning's trainable set and precision (frozen bf16, trainable fp32 under
+        bf16 autocast, TF32 on, for a bf16 workload; all fp32 otherwise), then the rung's switches."""
+        with torch.device(device):
+            model = Gr00tModel(SIZES[size])
+        init_weights(model, seed)
+        set_trainable(model)
+        apply_mixed_precision(model, dtype)
+        if dtype == torch.bfloat16 and torch.device(device).type == "cuda":
+            set_tf32(True)
+        model.default_horizon = workload["action_horizon"]
+        applied = apply_options(model, options, workload.get("compile_backend", "inductor"))
+        return Built(model.train(), applied)
+
+    def optimizer(self, model: torch.nn.Module, options: Gr00tOptions, workload: dict,
+                  backend: str) -> torch.optim.Optimizer:
+        """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
+        betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms."""
+        return torch.optim.AdamW(weight_decay_groups(model, WEIGHT_DECAY), lr=workload["lr"], betas=(0.9, 0.999),
+                                 eps=1e-8)
+
+    def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+        return _make_batches(SIZES[size], workload, n, device, dtype, seed)
+
+    def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        return model(batch)  # through __call__, so that a DDP wrapper sees the forward
+
+    def ddp_flags(self, options: Gr00tOptions) -> DdpFlags | None:
+        return options.ddp
+
+    def flops_per_sample(self, size: str, workload: dict) -> float:
+        """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the
+        workload's padded length, as LoongForge's published estimate counts them (1.51 TFLOP at 220 tokens), so
+        that every rung of a ladder shares one figure (a rung that skips the lm_head does less for the same)."""
+        return train_flops_per_sample(SIZES[size], workload["cameras"], vl_tokens(size, workload),
+                                      workload["action_horizon"], lm_head=True)
+
+
+FAMILY = Gr00tFamily()
+
+__all__ = ["FAMILY", "FULL", "TINY", "Gr00tConfig", "Gr00tModel", "Gr00tOptions", "apply_mixed_precision",
+           "apply_options", "count_parameters", "forward_flops_per_sample", "init_weights", "parse_options",
+           "set_trainable", "train_flops_per_sample"]

@@ -1,0 +1,35 @@
+"""GR00T N1.6 optimization switches. A ladder rung is a cumulative set of these options, read with the one typed
+loader (models/schema.py); the defaults are the reference's training path."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from ..family import DdpFlags
+from ..schema import Bounds, parse, to_plain
+from .attention import AttentionKind
+
+# none: eager; per-block: every SigLIP2 layer, LLM layer and DiT block its own compile unit.
+Compile = Literal["none", "per-block"]
+
+
+@dataclass(frozen=True)
+class Gr00tOptions:
+    # Compute the lm_head logits that the reference computes on every token and drops (true), or skip them.
+    lm_head: bool = True
+    # Left-pad the VL token sequence to this fixed length (LoongForge pads to 220 for its CUDA graphs), or
+    # null: pad to the batch's longest prompt, as the reference collator does.
+    vl_pad: Annotated[int, Bounds(1)] | None = None
+    # sdpa: the plain-PyTorch stand-in for the reference's flash-attention-2; eager: materialised scores.
+    attention: AttentionKind = "sdpa"
+    compile: Compile = "none"
+    # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
+    ddp: DdpFlags | None = None
+
+    def as_dict(self) -> dict:
+        return to_plain(self)
+
+
+def parse_options(options: dict) -> Gr00tOptions:
+    """A rung's cumulative options as Gr00tOptions; raises SchemaError naming the option."""
+    return parse(Gr00tOptions, options)

@@ -1,0 +1,72 @@
+"""The optimization switches, each applied to the plain model after it is built, in a fixed order
+(lm_head, VL padding, attention kernel, compile), in the manner of torchtitan's parallelize."""
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+
+from ..family import Applied
+from .checkpoint import reference_names
+from .model import Gr00tModel
+from .options import Gr00tOptions
+
+
+def apply_compile(model: Gr00tModel, mode: str, backend: str = "inductor") -> list[str]:
+    """Compile units, compiled in place (`nn.Module.compile`, names unchanged), fullgraph so that a graph break
+    is an error; returns their names. per-block: each SigLIP2 layer, LLM layer and DiT block (layers of a stack
+    share code and shapes, so one graph serves them all; DiT self- and cross-attention blocks get one each)."""
+    if mode == "none":
+        return []
+    if mode != "per-block":
+        raise ValueError(f"unknown compile mode {mode!r}")
+    units = {f"vision.layers.{i}": m for i, m in enumerate(model.vision.layers)}
+    units.update({f"llm.layers.{i}": m for i, m in enumerate(model.llm.layers)})
+    units.update({f"dit.blocks.{i}": m for i, m in enumerate(model.dit.blocks)})
+    for module in units.values():
+        module.compile(backend=backend, fullgraph=True)
+    return list(units)
+
+
+def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str = "inductor") -> Applied:
+    """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
+    model.llm.lm_head = options.lm_head
+    model.vl_pad = options.vl_pad
+    model.set_attention(options.attention)
+    units = apply_compile(model, options.compile, compile_backend)
+    return Applied(compile_units=tuple(units))
+
+
+# transformers' Trainer (get_decay_parameter_names): no weight decay for nn.LayerNorm parameters nor for names
+# matching these patterns, matched on the reference's (lower-cased) parameter names.
+NO_DECAY_PATTERNS = (r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)")
+
+
+def weight_decay_groups(model: Gr00tModel, weight_decay: float) -> list[dict]:
+    """The trainable parameters in two AdamW groups as the reference's Trainer splits them. The per-embodiment
+    biases are named `b` there, so they are decayed like weights."""
+    ref = reference_names(model.cfg)
+    layer_norms = {f"{m}.{p}" if m else p for m, mod in model.named_modules() if isinstance(mod, nn.LayerNorm)
+                   for p, _ in mod.named_parameters(recurse=False)}
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        ref_name = ref.get(name, name).lower()
+        if name in layer_norms or any(re.search(pattern, ref_name) for pattern in NO_DECAY_PATTERNS):
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def count_parameters(model: nn.Module, trainable: bool = False) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable)
+
+
+def set_tf32(enabled: bool = True) -> None:
+    """TF32 matmuls and convolutions (the reference's `tf32: True`); under bf16 autocast it touches only the
+    few matmuls left in fp32."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled

@@ -1,0 +1,110 @@
+"""The GR00T N1.6 family through the ModelFamily protocol: options, build, batches, step, optimizer groups, FLOPs,
+notes and loss parity between switches (CPU, tiny, fp32)."""
+import pytest
+import torch
+
+from models.gr00t import FAMILY, parse_options
+from models.schema import SchemaError
+
+WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 50, "action_horizon": 6, "lr": 1e-4,
+            "model_size": "tiny", "dtype": "fp32", "compile_backend": "aot_eager"}
+
+
+def build(options=None, seed=0):
+    return FAMILY.build("tiny", parse_options(options or {}), WORKLOAD, "cpu", torch.float32, seed)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, seed=0)[0]
+
+
+def loss_and_grads(model, batch, seed=5):
+    torch.manual_seed(seed)  # the harness seeds every step: the DiT's dropout masks repeat
+    loss = FAMILY.loss(model, batch)
+    loss.backward()
+    return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_options_defaults_and_errors():
+    opts = FAMILY.parse_options({})
+    assert (opts.lm_head, opts.vl_pad, opts.attention, opts.compile, opts.ddp) == (True, None, "sdpa", "none", None)
+    assert FAMILY.parse_options({"vl_pad": 220, "lm_head": False}).vl_pad == 220
+    with pytest.raises(SchemaError, match="attention: expected one of sdpa, eager"):
+        FAMILY.parse_options({"attention": "flash"})
+    with pytest.raises(SchemaError, match="vl_pad"):
+        FAMILY.parse_options({"vl_pad": 0})
+    with pytest.raises(SchemaError, match="unknown key 'camera_slots'"):
+        FAMILY.parse_options({"camera_slots": 3})
+    assert FAMILY.parse_options({"ddp": {"static_graph": True}}).ddp.static_graph is True
+
+
+def test_build_applies_the_switches():
+    built = build({"lm_head": False, "vl_pad": 64, "attention": "eager"})
+    model = built.model
+    assert model.training and model.llm.lm_head is False and model.vl_pad == 64
+    kinds = {model.llm.layers[0].attn.kind, model.dit.blocks[0].attn.kind, model.vision.layers[0].attn.kind}
+    assert kinds == {"eager"}
+    assert built.applied.compile_units == ()
+    assert model.autocast_dtype is None and all(p.dtype == torch.float32 for p in model.parameters())
+    assert FAMILY.prepare_for_ddp(built, FAMILY.ddp_flags(FAMILY.parse_options({}))) == []
+
+
+def test_step_and_optimizer_groups(batch):
+    built = build()
+    model = built.model
+    opt = FAMILY.optimizer(model, FAMILY.parse_options({}), WORKLOAD, "cpu")
+    decay, no_decay = opt.param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    plain = {names[id(p)] for p in no_decay["params"]}
+    assert decay["weight_decay"] == 1e-5 and no_decay["weight_decay"] == 0.0
+    assert decayed | plain == {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {"dit.blocks.0.attn.to_q.bias", "vlln.weight", "llm.layers.3.attn.q_norm.weight"} <= plain
+    assert "llm.layers.3.input_norm.weight" in plain and "dit.blocks.0.norm1.linear.weight" in decayed
+    assert "state_encoder.layer1.bias" in decayed  # named `b` in the reference: transformers decays it
+    step = FAMILY.make_step(model, opt, FAMILY.parse_options({}))
+    before = model.dit.proj_out_2.weight.detach().clone()
+    loss = step(batch)
+    assert torch.isfinite(loss) and not torch.equal(before, model.dit.proj_out_2.weight)
+
+
+def test_same_seed_same_model_and_batches():
+    a, b = build(seed=4).model, build(seed=4).model
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    b1 = FAMILY.make_batches("tiny", WORKLOAD, 2, "cpu", torch.float32, 7)
+    b2 = FAMILY.make_batches("tiny", WORKLOAD, 2, "cpu", torch.float32, 7)
+    assert all(torch.equal(x[k], y[k]) for x, y in zip(b1, b2) for k in x)
+
+
+@pytest.mark.parametrize("options", [{"lm_head": False}, {"vl_pad": 64}, {"lm_head": False, "vl_pad": 64},
+                                     {"attention": "eager"}])
+def test_switches_keep_loss_and_gradients(batch, options):
+    base_loss, base_grads = loss_and_grads(build().model, batch)
+    loss, grads = loss_and_grads(build(options).model, batch)
+    tol, why = FAMILY.parity_tolerance(parse_options({}), parse_options(options), "fp32")
+    assert why and abs(loss - base_loss) / base_loss <= tol
+    assert grads.keys() == base_grads.keys()
+    for name, g in grads.items():
+        assert torch.allclose(g, base_grads[name], rtol=1e-3, atol=1e-6), name
+
+
+@pytest.mark.slow
+def test_compiled_blocks_match_eager(batch):
+    """aot_eager traces every block (fullgraph) and keeps eager's kernels and dropout masks."""
+    base_loss, base_grads = loss_and_grads(build().model, batch)
+    built = build({"compile": "per-block"})
+    assert len(built.applied.compile_units) == 2 + 4 + 4
+    loss, grads = loss_and_grads(built.model, batch)
+    assert torch.allclose(loss, base_loss, rtol=1e-5)
+    for name, g in grads.items():
+        assert torch.allclose(g, base_grads[name], rtol=1e-3, atol=1e-6), name
+
+
+def test_flops_and_notes():
+    full = {**WORKLOAD, "model_size": "full", "batch_size": 16, "text_tokens": 92, "action_horizon": 50,
+            "dtype": "bf16"}
+    assert FAMILY.flops_per_sample("full", full) / 1e12 == pytest.approx(1.51, abs=0.005)
+    notes = FAMILY.rung_notes({}, {"lm_head": False}, full)
+    assert len(notes) == 1 and "136.7 GFLOP/sample" in notes[0] and "0.99 GiB" in notes[0]
+    assert "220 tokens" in FAMILY.rung_notes({"lm_head": False}, {"lm_head": False, "vl_pad": 220}, full)[0]
