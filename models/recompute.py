@@ -23,7 +23,9 @@ class Recompute(nn.Module):
     def forward(self, *args, **kwargs):
         if not self.training:
             return self.module(*args, **kwargs)
-        return checkpoint(self.module, *args, use_reentrant=False, **kwargs)
+        # no RNG state saved and restored around the recompute: nothing recomputed here draws random numbers
+        # (openpi passes False too)
+        return checkpoint(self.module, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
 
 
 def name_matches(name: str, pattern: str) -> bool:

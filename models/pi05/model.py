@@ -74,8 +74,9 @@ class ImageEmbedder(nn.Module):
         self.projector = nn.Linear(cfg.width, out_width)
 
     def forward(self, images):  # [B, 3, H, W] in [-1, 1]
-        x = self.patch_embed(images).flatten(2).transpose(1, 2)
-        x = x + self.pos_embed.weight
+        # The embeddings run in their own dtype (openpi keeps them in fp32), the layers in theirs.
+        x = self.patch_embed(images.to(self.patch_embed.weight.dtype)).flatten(2).transpose(1, 2)
+        x = (x + self.pos_embed.weight).to(self.post_norm.weight.dtype)
         for layer in self.layers:
             x = layer(x)
         return self.projector(self.post_norm(x))  # image tokens are not scaled
@@ -102,8 +103,9 @@ class RMSNorm(nn.Module):
         normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.dense is None:
             return (normed * (1.0 + self.weight.float())).to(x.dtype), None
-        scale, shift, gate = self.dense(cond)[:, None, :].chunk(3, dim=-1)
-        return (normed * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate
+        # the condition and the modulation in the Dense layer's dtype (fp32 in openpi), the gate in the stream's
+        scale, shift, gate = self.dense(cond.to(self.dense.weight.dtype))[:, None, :].chunk(3, dim=-1)
+        return (normed * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate.to(x.dtype)
 
 
 def gated_residual(x, y, gate):
@@ -270,7 +272,7 @@ class SuffixEmbedder(nn.Module):
         self.time_mlp = TimeMLP(cfg)
 
     def forward(self, x_t, t):
-        return self.action_in(x_t), self.time_mlp(t)
+        return self.action_in(x_t.to(unwrapped(self.action_in).weight.dtype)), self.time_mlp(t)
 
 
 class ActionOut(nn.Linear):
@@ -324,10 +326,19 @@ class Pi05Model(nn.Module):
         cos, sin = rope_tables(positions, self.cfg.llm.head_dim, self.cfg.rope_theta)
         return mask, cos, sin
 
+    def stream_dtype(self) -> torch.dtype:
+        """The dtype of the joint layers' weights, in which the prefix and suffix streams run."""
+        return unwrapped(self.backbone_layers()[0]).prefix.o_proj.weight.dtype
+
+    def action_dtype(self) -> torch.dtype:
+        """The dtype of the action projections, in which x_t and the Euler state are kept (fp32 in openpi)."""
+        return unwrapped(self.suffix_embed.action_in).weight.dtype
+
     def velocity(self, batch, x_t, t):
         """Predicted flow velocity for noisy actions x_t at time t, given the observation."""
         prefix, prefix_pad = self.embed_prefix(batch)
         suffix, cond = self.suffix_embed(x_t, t)
+        prefix, suffix = prefix.to(self.stream_dtype()), suffix.to(self.stream_dtype())
         b, h = x_t.shape[:2]
         suffix_pad = torch.ones((b, h), dtype=torch.bool, device=x_t.device)
         pad = torch.cat([prefix_pad, suffix_pad], dim=1)
@@ -337,7 +348,7 @@ class Pi05Model(nn.Module):
         positions = pad.long().cumsum(1) - 1  # padding does not advance positions
         mask, cos, sin = self._mask_and_rope(pad, cum, pad, cum, positions, prefix.dtype)
         _, suffix_out, _ = self.backbone(prefix, suffix, cond, mask, cos, sin)
-        return self.action_out(suffix_out)
+        return self.action_out(suffix_out.to(unwrapped(self.action_out).weight.dtype))
 
     # Where the flow time comes from: "harness" (drawn with the batch from the seed), or drawn inside the
     # step: "distributions" (torch.distributions.Beta, LeRobot's generic path) or "fast" (u ** (1/1.5)).
@@ -357,7 +368,10 @@ class Pi05Model(nn.Module):
     def loss(self, batch):
         """Flow matching: x_t = t*noise + (1-t)*actions, target u = noise - actions, MSE to the velocity."""
         actions, noise, t = batch["actions"], batch["noise"], self.flow_time(batch)
-        tt = t[:, None, None].to(actions.dtype)
+        # x_t in the action projection's dtype: fp32 where openpi keeps it in fp32, as openpi computes it
+        work = self.action_dtype()
+        actions, noise = actions.to(work), noise.to(work)
+        tt = t[:, None, None].to(work)
         x_t = tt * noise + (1 - tt) * actions
         u = noise - actions
         v = self.velocity(batch, x_t, t)
@@ -385,12 +399,14 @@ class Pi05Model(nn.Module):
     def sample_actions(self, batch, noise=None, steps: int = 10, generator=None):
         """Inference: the prefix once into a KV cache, then `steps` Euler steps from t=1 to t=0."""
         b = batch["tokens"].shape[0]
-        dtype = next(self.parameters()).dtype
+        dtype = self.action_dtype()  # the Euler state's: fp32 where openpi keeps it so
         horizon = self.default_horizon if noise is None else noise.shape[1]
         if noise is None:
             noise = torch.randn((b, horizon, self.cfg.action_dim), generator=generator,
-                                device=batch["tokens"].device, dtype=torch.float32).to(dtype)
+                                device=batch["tokens"].device, dtype=torch.float32)
+        noise = noise.to(dtype)
         prefix, prefix_pad = self.embed_prefix(batch)
+        prefix = prefix.to(self.stream_dtype())
         zeros = torch.zeros_like(prefix_pad, dtype=torch.int32)
         positions = prefix_pad.long().cumsum(1) - 1
         mask, cos, sin = self._mask_and_rope(prefix_pad, zeros, prefix_pad, zeros, positions, prefix.dtype)
@@ -407,21 +423,22 @@ class Pi05Model(nn.Module):
         for i in range(steps):
             t = torch.full((b,), 1.0 + i * dt, device=prefix.device, dtype=torch.float32)
             suffix, cond = self.suffix_embed(x, t)
-            _, suffix_out, _ = self.backbone(None, suffix, cond, mask, cos, sin, past_kv=kv)
-            x = x + dt * self.action_out(suffix_out)
+            _, suffix_out, _ = self.backbone(None, suffix.to(self.stream_dtype()), cond, mask, cos, sin, past_kv=kv)
+            x = x + dt * self.action_out(suffix_out.to(unwrapped(self.action_out).weight.dtype)).to(x.dtype)
         return x
 
     def backbone_layers(self) -> nn.ModuleList:
         """The joint layers, whether or not the backbone is wrapped for recompute."""
         return unwrapped(self.backbone).layers
 
-    def set_attention(self, kind: str):
-        """Select the attention kernel for the joint layers (and eager/sdpa for the vision tower)."""
+    def set_attention(self, kind: str, vision: str = "sdpa"):
+        """Select the attention kernel of the joint layers, and eager or SDPA for the vision tower (both
+        references build SigLIP with SDPA; only their joint attention is eager)."""
         self.attention_kind = kind
-        for layer in self.backbone.layers:
-            layer.attention.kind = kind
+        for layer in self.backbone_layers():
+            unwrapped(layer).attention.kind = kind
         for layer in self.vision.layers:
-            layer.attn.kind = "eager" if kind == "eager" else "sdpa"
+            layer.attn.kind = vision
 
 
 def unwrapped(module: nn.Module) -> nn.Module:

@@ -16,6 +16,9 @@ LinearKind = Literal["bf16", "fp8"]
 # "distributions" (torch.distributions.Beta, LeRobot's generic path) or "fast" (u ** (1/1.5)).
 TimeSampling = Literal["harness", "distributions", "fast"]
 RecomputePreset = Literal["none", "nested-full"]
+# openpi: bf16 weights except ~120M kept in fp32 (SigLIP's patch and position embeddings, every RMSNorm with its
+# adaRMS Dense, action in/out and the time MLP), with the streams cast at those boundaries; bf16: every weight
+Precision = Literal["openpi", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ class Pi05Options:
     # community path) or "auto" (one slot per camera the batch declares).
     camera_slots: Annotated[int, Bounds(1, 8)] | Literal["auto"] = 3
     attention: AttentionKind = "eager"
+    vision_attention: Literal["sdpa", "eager"] = "sdpa"  # SigLIP's kernel: SDPA in both references
+    precision: Precision = "openpi"  # for a bf16 workload; fp32 workloads are fp32 throughout
     # "none", "nested-full" (openpi's nested checkpointing) or {patterns: [glob, ...]}
     recompute: RecomputePreset | RecomputePatterns = "nested-full"
     compile: Compile = "none"
@@ -39,6 +44,8 @@ class Pi05Options:
     time_sampling: TimeSampling = "harness"
     fused_qkv: bool = False
     fused_gate_up: bool = False
+    # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused
+    adamw: Literal["foreach", "fused"] = "foreach"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 

@@ -2,6 +2,7 @@
 (attention kernel, FP8 linears, recompute, compile), in the manner of torchtitan's parallelize."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ..family import Applied
@@ -9,13 +10,18 @@ from ..fp8 import apply_fp8
 from ..fused import fuse_linears
 from ..npu import NpuGateUp
 from ..recompute import apply_recompute
-from .model import GemmaBlock, GemmaMLP, Pi05Model, unwrapped
+from .model import GemmaBlock, GemmaMLP, Pi05Model, RMSNorm, unwrapped
 from .options import Pi05Options
 
-# openpi's gradient checkpointing, nested: each image embedding (and each SigLIP layer inside it),
-# the text embedding, the time MLP, action in/out, the whole joint forward and each joint layer again.
-NESTED_FULL = ("vision", "vision.layers.*", "text_embed", "suffix_embed.time_mlp", "suffix_embed.action_in",
-               "action_out", "backbone", "backbone.layers.*")
+# openpi's gradient checkpointing, nested: each image embedding (its SigLIP layers do not checkpoint on their
+# own), the text embedding, the time MLP, action in/out, the whole joint forward and each joint layer again.
+NESTED_FULL = ("vision", "text_embed", "suffix_embed.time_mlp", "suffix_embed.action_in", "action_out",
+               "backbone", "backbone.layers.*")
+
+# What openpi keeps in fp32 when it trains in bf16 (PaliGemmaWithExpertModel.to_bfloat16_for_selected_params,
+# and the action/time projections it never converts): every RMSNorm (adaRMS Dense included) is added below.
+OPENPI_FP32 = ("vision.patch_embed", "vision.pos_embed", "suffix_embed.action_in", "suffix_embed.time_mlp",
+               "action_out")
 
 # Linears that run once per sample on the flow-time condition, not per token: B-row GEMMs gain nothing
 # from FP8, and the adaRMS scale/shift/gate modulate every expert layer, so they keep full precision.
@@ -26,8 +32,18 @@ FP8_SKIP = ("suffix_embed.time_mlp.*", "backbone.layers.*.suffix.*.dense", "back
 FP8_SKIP_EAGER_VISION = ("vision.layers.*.attn.*", "vision.layers.*.mlp.*", "vision.projector")
 
 
-def apply_attention(model: Pi05Model, kind: str) -> None:
-    model.set_attention(kind)
+def apply_attention(model: Pi05Model, kind: str, vision: str = "sdpa") -> None:
+    model.set_attention(kind, vision)
+
+
+def apply_precision(model: Pi05Model, precision: str) -> list[str]:
+    """openpi's mixed precision: the modules it keeps in fp32 go back to fp32 in a bf16 model; returns them."""
+    if precision != "openpi" or model.stream_dtype() != torch.bfloat16:
+        return []
+    names = [n for n, m in model.named_modules() if n in OPENPI_FP32 or isinstance(m, RMSNorm)]
+    for name in names:
+        model.get_submodule(name).float()
+    return names
 
 
 def fuse_qkv(model: Pi05Model) -> None:
@@ -93,7 +109,8 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
     model.camera_slots = options.camera_slots
     model.time_sampling = options.time_sampling
-    apply_attention(model, options.attention)
+    fp32 = apply_precision(model, options.precision)
+    apply_attention(model, options.attention, options.vision_attention)
     if options.fused_qkv:
         fuse_qkv(model)
     if options.fused_gate_up:
@@ -101,7 +118,8 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     fp8 = apply_linear(model, options)
     recomputed = apply_recompute_option(model, options.recompute)
     units = apply_compile(model, options.compile, compile_backend)
-    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units))
+    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units),
+                   fp32_modules=tuple(fp32))
 
 
 def count_parameters(model: nn.Module) -> int:
