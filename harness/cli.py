@@ -126,9 +126,9 @@ def cmd_readme(args) -> int:
 
     changed = update_readme(Path(args.repo), check=args.check)
     if args.check and changed:
-        print("README.md results section is stale: run `vlabench readme`", file=sys.stderr)
+        print(f"stale: {', '.join(map(str, changed))}: run `vlabench readme`", file=sys.stderr)
         return EXIT_FAILED
-    print("README.md " + ("updated" if changed else "is current"))
+    print(f"updated: {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md are current")
     return EXIT_OK
 
 
@@ -305,9 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_make_dataset_arguments(mk)
     mk.set_defaults(func=cmd_make_dataset)
 
-    readme = sub.add_parser("readme", help="regenerate the README's results section and figure from results/")
+    readme = sub.add_parser("readme", help="regenerate docs/results.md, the README's headline and the figure from "
+                                           "results/")
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
-    readme.add_argument("--check", action="store_true", help="exit 1 if the README is stale, change nothing")
+    readme.add_argument("--check", action="store_true",
+                        help="exit 1 if README.md or docs/results.md is stale, change nothing")
     readme.set_defaults(func=cmd_readme)
     return parser
 

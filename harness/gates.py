@@ -1,4 +1,4 @@
-"""Regression gates: a CURRENT result against a RECORDED baseline (DESIGN.md "Gates").
+"""Regression gates: a CURRENT result against a RECORDED baseline (docs/gates.md).
 
 Per rung present in both:
 - throughput compares the fastest quarter of the steps (75th percentile of per-step samples/s: other work

@@ -1,4 +1,4 @@
-"""Result files: the JSON contract that gates, tables and users read (see DESIGN.md "Result files").
+"""Result files: the JSON contract that gates, tables and users read (docs/measuring.md describes the keys).
 
 A run writes its header at once and rewrites the file atomically after every rung, so an
 interrupted run keeps every rung that finished and the file is never half-written.

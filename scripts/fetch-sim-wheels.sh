@@ -24,8 +24,9 @@ trap 'rm -rf "$tmp"' EXIT
 "$py" -m pip download -q "${binary[@]}" -d "$tmp" robosuite==1.4.0
 rm -f .whl/robosuite-*.whl
 "$py" scripts/slim-robosuite-wheel.py "$tmp"/robosuite-1.4.0-*.whl .whl
-assets=../shared/libero-assets/libero-assets-spatial-goal.tar.xz
-if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: $assets not found; pass --assets there"; fi
+# LIBERO assets to carry (an archive): VLABENCH_LIBERO_ASSETS names it
+assets=${VLABENCH_LIBERO_ASSETS:-}
+if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: set VLABENCH_LIBERO_ASSETS to a LIBERO assets archive to carry it"; fi
 # GL loaders (libEGL, libGL through glvnd) in case the machine's image lacks them; unpacked there into /.
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
 mkdir -p /tmp/amd64/partial

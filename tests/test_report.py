@@ -1,4 +1,5 @@
-"""`vlabench report` (markdown and matplotlib figures) and the README section generated from it."""
+"""`vlabench report` (markdown and matplotlib figures) and the pages generated from it (`vlabench readme`)."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,14 +58,25 @@ def test_figures_are_reproducible_bytes(tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
-def test_readme_section_embeds_the_comparison_and_its_figure():
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(readme.BEGIN):text.index(readme.END)]
-    shown = readme.readme_figure(readme._results(ROOT))
-    figure = readme.figure_path(shown[1])
-    assert f"({figure.as_posix()})" in section and (ROOT / figure).read_bytes().startswith(PNG)
-    assert (ROOT / figure).stat().st_size < 100_000  # small enough to commit
-    assert "### Published figures" in section and "| verdict " in section
+def generated(text, begin, end):
+    return text[text.index(begin):text.index(end)]
+
+
+def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
+    results = readme._results(ROOT)
+    path, headline = readme.readme_figure(results)
+    assert (headline["scenario"]["name"], headline["target"]["name"]) == ("pi05-loongforge", "h200")
+    figure = readme.figure_path(headline)
+    assert (ROOT / figure).read_bytes().startswith(PNG) and (ROOT / figure).stat().st_size < 100_000  # committable
+    full = generated((ROOT / "docs" / "results.md").read_text(), readme.BEGIN, readme.END)
+    assert f"(../{figure.as_posix()})" in full  # relative to docs/
+    assert "### Published figures" in full and "| verdict " in full and "| reproduced " in full
+    assert all(f"From `{p}`" in full for p, _ in results)  # every committed result
+    top = generated((ROOT / "README.md").read_text(), readme.HEADLINE_BEGIN, readme.HEADLINE_END)
+    assert f"({figure.as_posix()})" in top and f"From `{path}`" in top and "(docs/results.md)" in top
+    fp8 = rung(headline, "fp8")
+    assert float(table_row(top, "fp8")[2].split()[0]) == round(fp8["samples_per_s"], 2)
+    assert "| verdict " not in top and top.count("From `") == 1  # the headline only
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
@@ -86,20 +98,55 @@ def test_readme_shows_evaluations_by_worker_count_in_one_table():
     assert "LoongForge bf16 libero_spatial" in readme.results_block(ROOT, [ladder, ("t.json", trained)])
 
 
-def test_update_readme_rewrites_a_stale_section_and_draws_the_figure(tmp_path):
+def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsys):
     (tmp_path / "results" / "h200").mkdir(parents=True)
     (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_bytes(Path(H200).read_bytes())
     (tmp_path / "results" / "published").symlink_to(ROOT / "results" / "published")
-    (tmp_path / "README.md").write_text(f"# x\n\n{readme.BEGIN}\nold\n{readme.END}\n\nafter\n")
-    assert readme.update_readme(tmp_path, check=True)  # stale, and the figure is missing
-    assert "old" in (tmp_path / "README.md").read_text()  # a check changes nothing
-    assert readme.update_readme(tmp_path)
-    text = (tmp_path / "README.md").read_text()
+    (tmp_path / "docs").mkdir()
+    readme_md, results_md = tmp_path / "README.md", tmp_path / "docs" / "results.md"
+    readme_md.write_text(f"# x\n\n{readme.HEADLINE_BEGIN}\nold\n{readme.HEADLINE_END}\n\nafter\n")
+    results_md.write_text(f"# r\n\n{readme.BEGIN}\nold\n{readme.END}\n")
+    figure = "results/figures/pi05-loongforge-h200-waterfall.png"
+    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", figure]
+    assert main(["readme", "--repo", str(tmp_path), "--check"]) == 1
+    assert "old" in readme_md.read_text() and "old" in results_md.read_text()  # a check changes nothing
+    assert not (tmp_path / figure).exists()
+    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", figure]
     result = load_result(H200)
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]
-    assert "old" not in text and text.endswith(f"{readme.END}\n\nafter\n") and f"| {best:.2f}x " in text
-    assert (tmp_path / "results" / "figures" / "pi05-loongforge-h200-waterfall.png").exists()
-    assert not readme.update_readme(tmp_path, check=True)
+    top, full = readme_md.read_text(), results_md.read_text()
+    assert "old" not in top and top.endswith(f"{readme.HEADLINE_END}\n\nafter\n")
+    assert f"{best:.2f}x" in top and "| verdict " not in top  # the ladder table, no comparison
+    assert "old" not in full and f"| {best:.2f}x " in full and "| verdict " in full  # the comparison
+    assert (tmp_path / figure).read_bytes().startswith(PNG)
+    assert readme.update_readme(tmp_path, check=True) == []
+    capsys.readouterr()
+    assert main(["readme", "--repo", str(tmp_path), "--check"]) == 0
+    # Either page alone is reported stale: a hand edit inside a block, or a result file that changed.
+    results_md.write_text(results_md.read_text().replace("| verdict ", "| verdikt "))
+    assert readme.update_readme(tmp_path, check=True) == ["docs/results.md"]
+    readme.update_readme(tmp_path)
+    readme_md.write_text(readme_md.read_text().replace("(docs/results.md)", "(elsewhere.md)"))
+    assert readme.update_readme(tmp_path, check=True) == ["README.md"]
+    readme.update_readme(tmp_path)
+    changed = json.loads(Path(H200).read_text())
+    rung(changed, "fp8")["samples_per_s"] *= 1.5
+    (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_text(json.dumps(changed))
+    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md"]
+
+
+def test_update_readme_without_markers_says_which_file_in_one_line(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "published").symlink_to(ROOT / "results" / "published")
+    (tmp_path / "README.md").write_text(f"# x\n{readme.HEADLINE_BEGIN}\n{readme.HEADLINE_END}\n")
+    assert main(["readme", "--repo", str(tmp_path), "--check"]) == 2  # docs/results.md missing
+    err = capsys.readouterr().err.strip()
+    assert "results.md: expected a file holding the markers" in err and len(err.splitlines()) == 1
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "results.md").write_text("# r\n")
+    assert main(["readme", "--repo", str(tmp_path)]) == 2
+    assert "results.md: expected the markers" in capsys.readouterr().err
+    assert (tmp_path / "README.md").read_text().count("\n") == 3  # nothing written
 
 
 def test_run_gate_and_compare_do_not_import_matplotlib():

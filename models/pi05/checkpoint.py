@@ -1,6 +1,6 @@
 """Pi0.5 checkpoints in the two public safetensors layouts, mapped onto our module names.
 
-Both layouts name parameters after the reference modules (DESIGN.md "Checkpoints"):
+Both layouts name parameters after the reference modules (openpi's and LeRobot's):
 - openpi (a JAX checkpoint converted to PyTorch): keys start at the model, e.g.
   `paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight`;
 - LeRobot (`save_pretrained` of the policy): the same keys under `model.`.

@@ -1,4 +1,4 @@
-"""Pi0.5 dimensions: `full` is the real model (DESIGN.md), `tiny` keeps every structure with small widths."""
+"""Pi0.5 dimensions: `full` is the real model (openpi/LeRobot dimensions), `tiny` keeps every structure with small widths."""
 from __future__ import annotations
 
 from dataclasses import dataclass

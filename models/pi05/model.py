@@ -1,5 +1,5 @@
 """Pi0.5 in plain PyTorch: SigLIP + projector, Gemma-2B prefix stream, Gemma-300M action expert with
-adaRMSNorm, joint attention per layer, flow-matching loss and Euler sampling (DESIGN.md, "Pi0.5").
+adaRMSNorm, joint attention per layer, flow-matching loss and Euler sampling (openpi and LeRobot agree on it).
 
 Module names are part of the interface: recompute and compile patterns address them
 (`vision.layers.*`, `backbone.layers.*.prefix.mlp`, `backbone.layers.*.attention`, ...).
