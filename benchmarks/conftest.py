@@ -1,4 +1,5 @@
 """Options of the pytest-benchmark module: which scenario's rungs to time, on which target."""
+
 from pathlib import Path
 
 from harness.scenario import load_scenario

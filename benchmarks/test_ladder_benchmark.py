@@ -8,6 +8,7 @@ batches, optimizer), warmed up for the scenario's warm-up steps and timed for it
 target the scenario gives the machine (the cpu target's tiny model on a CPU). Rungs the target cannot
 run are skipped with the reason. `vlabench gate` is the noise-aware gate; this is the pytest-native one.
 """
+
 import time
 
 import pytest
@@ -62,7 +63,12 @@ def test_rung(benchmark, scenario, target, rung_name):
         slow_down_for_test(device, started, slowdown)
         device.synchronize()
 
-    benchmark.extra_info.update(scenario=scenario.name, target=target.name, batch_size=workload["batch_size"],
-                                options=rung.cumulative, substituted=substituted)
+    benchmark.extra_info.update(
+        scenario=scenario.name,
+        target=target.name,
+        batch_size=workload["batch_size"],
+        options=rung.cumulative,
+        substituted=substituted,
+    )
     benchmark.pedantic(one_step, rounds=timed, warmup_rounds=warmup, iterations=1)
     benchmark.extra_info["samples_per_s"] = workload["batch_size"] / benchmark.stats.stats.median

@@ -1,4 +1,5 @@
 """The `vlabench` command line."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,21 +34,34 @@ def cmd_run(args) -> int:
         rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
         unknown = [r for r in rungs if r not in scenario.rung_names()]
         if unknown:
-            return _fail(f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
-                         f"got {', '.join(unknown)}")
+            return _fail(
+                f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
+                f"got {', '.join(unknown)}"
+            )
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
     out = args.out or _default_out(scenario.name, target.name)
     if args.nproc < 1:
         return _fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
-    result = run_scenario(scenario, target, out, ["vlabench", *sys.argv[1:]], rung_names=rungs,
-                          append=args.append, rung_timeout_s=args.rung_timeout, nproc=args.nproc,
-                          torchrun_args=shlex.split(args.torchrun_args or ""))
+    result = run_scenario(
+        scenario,
+        target,
+        out,
+        ["vlabench", *sys.argv[1:]],
+        rung_names=rungs,
+        append=args.append,
+        rung_timeout_s=args.rung_timeout,
+        nproc=args.nproc,
+        torchrun_args=shlex.split(args.torchrun_args or ""),
+    )
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")
-    failed = [r["name"] for r in result["rungs"]
-              if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False]
+    failed = [
+        r["name"]
+        for r in result["rungs"]
+        if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False
+    ]
     if failed:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
@@ -62,8 +76,10 @@ def with_dataset(scenario, path: str):
 
     data = scenario.workload.data
     spec = dataclasses.replace(data, dataset=path) if isinstance(data, DataSpec) else DataSpec(dataset=path)
-    targets = {name: {**o, "data": dataclasses.replace(o["data"], dataset=path)} if isinstance(o.get("data"), DataSpec)
-               else o for name, o in scenario.targets.items()}
+    targets = {
+        name: {**o, "data": dataclasses.replace(o["data"], dataset=path)} if isinstance(o.get("data"), DataSpec) else o
+        for name, o in scenario.targets.items()
+    }
     return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)
 
 
@@ -77,8 +93,10 @@ def _resolve_target(scenario, name: str | None):
         target = detect_target()
         print(f"target: {target.name} (auto-detected; --target to choose)")
     if target.name not in scenario.targets:
-        return None, (f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
-                      f"got only {', '.join(scenario.targets)}")
+        return None, (
+            f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
+            f"got only {', '.join(scenario.targets)}"
+        )
     return target, None
 
 
@@ -94,13 +112,28 @@ def cmd_recompute_sweep(args) -> int:
     rung = args.rung or default_rung(scenario)
     if rung not in scenario.rung_names():
         return _fail(f"--rung: expected a rung of {scenario.name} ({', '.join(scenario.rung_names())}), got {rung!r}")
-    overrides = {k: v for k, v in (("batch_size", args.batch_size), ("warmup_steps", args.warmup_steps),
-                                   ("timed_steps", args.timed_steps)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("batch_size", args.batch_size),
+            ("warmup_steps", args.warmup_steps),
+            ("timed_steps", args.timed_steps),
+        )
+        if v is not None
+    }
     sweep = sweep_scenario(scenario, rung, args.compile, overrides)
-    print(f"recompute sweep on the options of rung {rung!r}" + (f" with compile: {args.compile}" if args.compile else ""))
+    print(
+        f"recompute sweep on the options of rung {rung!r}" + (f" with compile: {args.compile}" if args.compile else "")
+    )
     out = args.out or _default_out(sweep.name, target.name)
-    result = run_scenario(sweep, target, out, ["vlabench", *sys.argv[1:]], rung_timeout_s=args.rung_timeout,
-                          header_extra={"kind": "recompute-sweep", "sweep_base_rung": rung})
+    result = run_scenario(
+        sweep,
+        target,
+        out,
+        ["vlabench", *sys.argv[1:]],
+        rung_timeout_s=args.rung_timeout,
+        header_extra={"kind": "recompute-sweep", "sweep_base_rung": rung},
+    )
     print()
     print(sweep_table(result))
     print(f"\nresult: {out}")
@@ -145,10 +178,12 @@ def cmd_gate(args) -> int:
     from .gates import Limits, gate_files, recorded_baseline_path
     from .results import load_result
 
-    limits = Limits(tolerance=_fraction("--tolerance", args.tolerance),
-                    memory_tolerance=_fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
-                    success_tolerance=_fraction("--success-tolerance", args.success_tolerance),
-                    confidence=_fraction("--confidence", args.confidence))
+    limits = Limits(
+        tolerance=_fraction("--tolerance", args.tolerance),
+        memory_tolerance=_fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
+        success_tolerance=_fraction("--success-tolerance", args.success_tolerance),
+        confidence=_fraction("--confidence", args.confidence),
+    )
     if not 0.5 < limits.confidence < 1:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
     baseline = args.baseline or recorded_baseline_path(load_result(args.current), args.results_dir)
@@ -222,27 +257,48 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
     run.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     run.add_argument("--out", type=Path, help="result JSON path (default: runs/<scenario>-<target>-<time>.json)")
-    run.add_argument("--dataset", metavar="PATH",
-                     help="read batches from this LeRobotDataset v3.0 folder (the workload's data.dataset)")
-    run.add_argument("--append", action="store_true",
-                     help="merge into an existing --out of the same scenario and target (rungs run now replace "
-                          "rungs of the same name); for ladders split over several calls")
-    run.add_argument("--rung-timeout", type=float, default=None, metavar="S",
-                     help="record a rung as error if it runs longer than S seconds")
-    run.add_argument("--nproc", type=int, default=1, metavar="N",
-                     help="processes per rung through torchrun, data-parallel with DDP (NCCL on GPUs, gloo "
-                          "on CPUs); the workload's batch_size is per process")
-    run.add_argument("--torchrun-args", metavar="ARGS",
-                     help="extra torchrun flags for multi-node runs, e.g. \"--nnodes 2 --node_rank 0 "
-                          "--rdzv_endpoint host:29500\"")
+    run.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="read batches from this LeRobotDataset v3.0 folder (the workload's data.dataset)",
+    )
+    run.add_argument(
+        "--append",
+        action="store_true",
+        help="merge into an existing --out of the same scenario and target (rungs run now replace "
+        "rungs of the same name); for ladders split over several calls",
+    )
+    run.add_argument(
+        "--rung-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="record a rung as error if it runs longer than S seconds",
+    )
+    run.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes per rung through torchrun, data-parallel with DDP (NCCL on GPUs, gloo "
+        "on CPUs); the workload's batch_size is per process",
+    )
+    run.add_argument(
+        "--torchrun-args",
+        metavar="ARGS",
+        help='extra torchrun flags for multi-node runs, e.g. "--nnodes 2 --node_rank 0 --rdzv_endpoint host:29500"',
+    )
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("recompute-sweep", help="cost of recomputing each module group: ms per GiB saved")
     sweep.add_argument("scenario", help="scenario YAML file")
     sweep.add_argument("--target", help="target name; default: auto-detect")
     sweep.add_argument("--rung", help="rung whose options are the base (default: the first pattern-recompute rung)")
-    sweep.add_argument("--compile", choices=("none", "backbone", "per-layer"),
-                       help="override the base's compile option (none avoids a compile per configuration)")
+    sweep.add_argument(
+        "--compile",
+        choices=("none", "backbone", "per-layer"),
+        help="override the base's compile option (none avoids a compile per configuration)",
+    )
     sweep.add_argument("--batch-size", type=int)
     sweep.add_argument("--warmup-steps", type=int)
     sweep.add_argument("--timed-steps", type=int)
@@ -255,15 +311,21 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
     show.set_defaults(func=cmd_show)
 
-    gate = sub.add_parser("gate", help="regression gate: a result against a recorded baseline (exit 0 pass, "
-                                       "1 regression, 2 unusable input, 3 inconclusive: the machine itself was "
-                                       "slower during a run)")
+    gate = sub.add_parser(
+        "gate",
+        help="regression gate: a result against a recorded baseline (exit 0 pass, "
+        "1 regression, 2 unusable input, 3 inconclusive: the machine itself was "
+        "slower during a run)",
+    )
     gate.add_argument("current", help="result JSON to check")
     gate.add_argument("--baseline", help="recorded result JSON (default: results/<target>/<scenario>.json)")
     gate.add_argument("--tolerance", default="5%", help="throughput: how much slower may pass (default 5%%)")
     gate.add_argument("--memory-tolerance", help="peak memory: how much larger may pass (default: --tolerance)")
-    gate.add_argument("--success-tolerance", default="5%",
-                      help="success rate: how far (absolute) below the recorded rate may pass (default 5%%)")
+    gate.add_argument(
+        "--success-tolerance",
+        default="5%",
+        help="success rate: how far (absolute) below the recorded rate may pass (default 5%%)",
+    )
     gate.add_argument("--confidence", default="95%", help="of the noise interval and the Wilson bound (default 95%%)")
     gate.add_argument("--rungs", help="comma-separated rung names to gate (default: all)")
     gate.add_argument("--results-dir", default="results", help="where recorded baselines live (default: results)")
@@ -305,11 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_make_dataset_arguments(mk)
     mk.set_defaults(func=cmd_make_dataset)
 
-    readme = sub.add_parser("readme", help="regenerate docs/results.md, the README's headline and the figure from "
-                                           "results/")
+    readme = sub.add_parser(
+        "readme", help="regenerate docs/results.md, the README's headline and the figure from results/"
+    )
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
-    readme.add_argument("--check", action="store_true",
-                        help="exit 1 if README.md or docs/results.md is stale, change nothing")
+    readme.add_argument(
+        "--check", action="store_true", help="exit 1 if README.md or docs/results.md is stale, change nothing"
+    )
     readme.set_defaults(func=cmd_readme)
     return parser
 

@@ -5,6 +5,7 @@ result's own baseline rung. Published figures that map onto a rung stand beside 
 figure gets a verdict: reproduced (ours within its tolerance of theirs, or better), not reproduced, or
 not comparable with the reason.
 """
+
 from __future__ import annotations
 
 import csv
@@ -54,8 +55,10 @@ def columns(results: list[tuple[str, dict]]) -> dict[str, list[Column]]:
     grouped = {}
     for scenario, items in by_scenario.items():
         labels = [r["target"]["name"] + (f" x{devices(r)}" if devices(r) > 1 else "") for _, r in items]
-        grouped[scenario] = [Column(label if labels.count(label) == 1 else f"{label} ({path.rsplit('/', 1)[-1]})",
-                                    path, r) for label, (path, r) in zip(labels, items)]
+        grouped[scenario] = [
+            Column(label if labels.count(label) == 1 else f"{label} ({path.rsplit('/', 1)[-1]})", path, r)
+            for label, (path, r) in zip(labels, items)
+        ]
     return grouped
 
 
@@ -162,8 +165,9 @@ def judge(f: Figure, col: Column) -> Verdict:
         return verdict(ours_text, NOT_COMPARABLE, f"the {label} result uses the {size} model (a functional check)")
     need = ours_map.get("min_device_count")
     if need and devices(result) < need:
-        return verdict(ours_text, NOT_COMPARABLE,
-                       f"the gain needs at least {need} devices; ours ran on {_where_ours(col)}")
+        return verdict(
+            ours_text, NOT_COMPARABLE, f"the gain needs at least {need} devices; ours ran on {_where_ours(col)}"
+        )
     if f.metric != "speedup":  # an absolute figure: only on the same hardware, device count and batch
         hw, n, batch = f.covers["hardware"], f.covers["device_count"], f.covers["batch"]
         if not _stated(hw):
@@ -173,11 +177,14 @@ def judge(f: Figure, col: Column) -> Verdict:
         if _stated(n) and n != devices(result):
             return verdict(ours_text, NOT_COMPARABLE, f"theirs on {n} devices, ours on {devices(result)}")
         if _stated(batch) and batch != result["workload"]["batch_size"]:
-            return verdict(ours_text, NOT_COMPARABLE,
-                           f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}")
+            return verdict(
+                ours_text, NOT_COMPARABLE, f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}"
+            )
     ok = _within(ours_value, f)
-    why = (f"ours {ours_text} vs theirs {f.value_text()}, tolerance {f.tolerance} "
-           f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})")
+    why = (
+        f"ours {ours_text} vs theirs {f.value_text()}, tolerance {f.tolerance} "
+        f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})"
+    )
     return verdict(ours_text, REPRODUCED if ok else NOT_REPRODUCED, why)
 
 
@@ -187,9 +194,15 @@ def _untrained_policy(result: dict) -> str | None:
     policy = result.get("policy")
     if not policy:
         return None
-    if policy.get("name") != "pi05" or policy.get("checkpoint") in (None, "random") or policy.get("model_size") == "tiny":
-        return (f"the evaluated policy is {policy.get('name')} ({policy.get('checkpoint') or 'no'} weights, "
-                f"{policy.get('model_size', '-')} model), not a trained Pi0.5")
+    if (
+        policy.get("name") != "pi05"
+        or policy.get("checkpoint") in (None, "random")
+        or policy.get("model_size") == "tiny"
+    ):
+        return (
+            f"the evaluated policy is {policy.get('name')} ({policy.get('checkpoint') or 'no'} weights, "
+            f"{policy.get('model_size', '-')} model), not a trained Pi0.5"
+        )
     return None
 
 
@@ -214,8 +227,11 @@ def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
         elif 100 * k / n >= theirs - tol:
             verdicts.append(Verdict(f, label, ours, REPRODUCED, f"within {f.tolerance} of {f.value_text()} or better"))
         elif 100 * high < theirs - tol:
-            verdicts.append(Verdict(f, label, ours, NOT_REPRODUCED,
-                                    f"even the interval's top is below {f.value_text()} - {f.tolerance}"))
+            verdicts.append(
+                Verdict(
+                    f, label, ours, NOT_REPRODUCED, f"even the interval's top is below {f.value_text()} - {f.tolerance}"
+                )
+            )
         else:
             verdicts.append(Verdict(f, label, ours, NOT_COMPARABLE, f"too few trials to tell ({n})"))
     if not verdicts:
@@ -247,8 +263,9 @@ def verdict_rows(items: list[Verdict]) -> list[list[str]]:
         batch = f.covers["batch"]
         return f"{f.covers['what']}; {_where_theirs(f)}" + (f", batch {batch}" if _stated(batch) else "")
 
-    return [[v.figure.label, v.figure.value_text(), covers(v.figure), v.column, v.ours, v.verdict, v.why]
-            for v in items]
+    return [
+        [v.figure.label, v.figure.value_text(), covers(v.figure), v.column, v.ours, v.verdict, v.why] for v in items
+    ]
 
 
 def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: str = "simple") -> str:
@@ -257,14 +274,17 @@ def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: s
     heading = "### " if fmt == "github" else ""
     for scenario, cols in columns(results).items():
         headers, rows = comparison_table(scenario, cols, figures)
-        parts.append(f"{heading}{scenario}: samples/s and speedup over each target's own baseline rung\n\n"
-                     + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True))
+        parts.append(
+            f"{heading}{scenario}: samples/s and speedup over each target's own baseline rung\n\n"
+            + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+        )
     if figures is not None:
         # Verdicts first, then what could not be compared
         items = sorted(verdicts(results, figures), key=lambda v: v.verdict == NOT_COMPARABLE)
-        parts.append(f"{heading}Published figures\n\n"
-                     + tabulate(verdict_rows(items), headers=VERDICT_HEADERS, tablefmt=fmt,
-                                disable_numparse=True))
+        parts.append(
+            f"{heading}Published figures\n\n"
+            + tabulate(verdict_rows(items), headers=VERDICT_HEADERS, tablefmt=fmt, disable_numparse=True)
+        )
     return "\n\n".join(parts)
 
 
@@ -272,27 +292,64 @@ def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None
     """Long format: one row per scenario, rung and result."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["scenario", "rung", "target", "result", "status", "samples_per_s", "speedup_vs_own_baseline",
-                "published"])
+    w.writerow(
+        ["scenario", "rung", "target", "result", "status", "samples_per_s", "speedup_vs_own_baseline", "published"]
+    )
     for scenario, cols in columns(results).items():
         first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
         for col in cols:
             for rec in col.result["rungs"]:
                 s = speedup(col.result, rec["name"])
-                w.writerow([scenario, rec["name"], col.label, col.path, rec["status"],
-                            f"{rec['samples_per_s']:.4f}" if rec["status"] == "ok" else "",
-                            "" if s is None else f"{s:.4f}",
-                            _published_cell(figures or [], scenario, rec["name"], first)])
+                w.writerow(
+                    [
+                        scenario,
+                        rec["name"],
+                        col.label,
+                        col.path,
+                        rec["status"],
+                        f"{rec['samples_per_s']:.4f}" if rec["status"] == "ok" else "",
+                        "" if s is None else f"{s:.4f}",
+                        _published_cell(figures or [], scenario, rec["name"], first),
+                    ]
+                )
     return buf.getvalue()
 
 
 def verdicts_csv(results: list[tuple[str, dict]], figures: list[Figure]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["figure", "label", "source", "metric", "unit", "published", "tolerance", "covers", "result",
-                "ours", "verdict", "why"])
+    w.writerow(
+        [
+            "figure",
+            "label",
+            "source",
+            "metric",
+            "unit",
+            "published",
+            "tolerance",
+            "covers",
+            "result",
+            "ours",
+            "verdict",
+            "why",
+        ]
+    )
     for v in verdicts(results, figures):
         f = v.figure
-        w.writerow([f.id, f.label, f.source, f.metric, f.unit, f.value_text(), str(f.tolerance),
-                    f.covers["what"], v.column, v.ours, v.verdict, v.why])
+        w.writerow(
+            [
+                f.id,
+                f.label,
+                f.source,
+                f.metric,
+                f.unit,
+                f.value_text(),
+                str(f.tolerance),
+                f.covers["what"],
+                v.column,
+                v.ours,
+                v.verdict,
+                v.why,
+            ]
+        )
     return buf.getvalue()

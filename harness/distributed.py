@@ -4,6 +4,7 @@
 takes its shard of the same global batch, and DDP averages the gradients, so N ranks train exactly
 like one process on the global batch. Rank 0 gathers every rank's step times and writes the record.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,16 +29,18 @@ class DistContext:
 
 def context_from_env() -> DistContext:
     """torchrun's environment (WORLD_SIZE, RANK, LOCAL_RANK); one process when absent."""
-    return DistContext(int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")),
-                       int(os.environ.get("LOCAL_RANK", "0")))
+    return DistContext(
+        int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    )
 
 
 def init_process_group(ctx: DistContext, device_type: str) -> None:
     if not dist.is_initialized():
         if device_type == "cuda":
             torch.cuda.set_device(ctx.local_rank)
-        dist.init_process_group(PROCESS_GROUP_BACKEND[device_type], init_method="env://",
-                                world_size=ctx.world_size, rank=ctx.rank)
+        dist.init_process_group(
+            PROCESS_GROUP_BACKEND[device_type], init_method="env://", world_size=ctx.world_size, rank=ctx.rank
+        )
 
 
 def shard(batch: dict, ctx: DistContext) -> dict:
@@ -45,7 +48,7 @@ def shard(batch: dict, ctx: DistContext) -> dict:
     out = {}
     for key, value in batch.items():
         per_rank = value.shape[0] // ctx.world_size
-        out[key] = value[ctx.rank * per_rank:(ctx.rank + 1) * per_rank]
+        out[key] = value[ctx.rank * per_rank : (ctx.rank + 1) * per_rank]
     return out
 
 

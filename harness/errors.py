@@ -1,4 +1,5 @@
 """One-line errors for bad user input (scenario files, result files): never a traceback."""
+
 from __future__ import annotations
 
 from models.schema import describe

@@ -3,6 +3,7 @@
 Each function writes one PNG and returns its path. PNGs carry no software/date metadata, so the same
 results and matplotlib give the same bytes.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,8 +42,11 @@ def _published_speedups(result: dict, figures: list[Figure]) -> list[tuple[str, 
     out = []
     for f in figures:
         ours = f.ours or {}
-        if (f.metric == "speedup" and ours.get("scenario") == result["scenario"]["name"]
-                and ours.get("from_rung") == first):
+        if (
+            f.metric == "speedup"
+            and ours.get("scenario") == result["scenario"]["name"]
+            and ours.get("from_rung") == first
+        ):
             out.append((ours["to_rung"], f))
     return out
 
@@ -69,15 +73,23 @@ def waterfall(result: dict, path: Path, figures: list[Figure] = ()) -> Path:
             shown.add((rung, f.point))
             i = names.index(rung)
             ax.plot(i + 0.42, f.point, marker="D", color=THEIRS, markersize=4)
-            ax.annotate(f"{f.label} {f.value_text()}", (i + 0.42, f.point), xytext=(5, 0),
-                        textcoords="offset points", fontsize=7, va="center", ha="left")
+            ax.annotate(
+                f"{f.label} {f.value_text()}",
+                (i + 0.42, f.point),
+                xytext=(5, 0),
+                textcoords="offset points",
+                fontsize=7,
+                va="center",
+                ha="left",
+            )
     ax.set_xlim(-0.6, len(names) + (1.4 if shown else -0.4))  # room for the published labels on the right
     ax.set_xticks(range(len(names)), names, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("speedup over baseline rung")
     ax.set_ylim(0, max([*levels, *(f.point for _, f in _published_speedups(result, figures))], default=1) * 1.18)
     t, w = result["target"], result["workload"]
-    ax.set_title(f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), batch {w['batch_size']}",
-                 fontsize=9)
+    ax.set_title(
+        f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), batch {w['batch_size']}", fontsize=9
+    )
     ax.spines[["top", "right"]].set_visible(False)
     return _save(fig, path)
 
@@ -90,7 +102,10 @@ def rung_bars(result: dict, path: Path) -> Path:
     x = range(len(names))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
     sps = [r["samples_per_s"] for r in rungs]
-    err = [[s - r["samples_per_s_p10"] for s, r in zip(sps, rungs)], [r["samples_per_s_p90"] - s for s, r in zip(sps, rungs)]]
+    err = [
+        [s - r["samples_per_s_p10"] for s, r in zip(sps, rungs)],
+        [r["samples_per_s_p90"] - s for s, r in zip(sps, rungs)],
+    ]
     ax1.bar(x, sps, yerr=err, capsize=2, color=GAIN)
     ax1.set_ylabel("samples/s (median, p10-p90)")
     mem = [r.get("peak_memory_gib") or 0.0 for r in rungs]
@@ -113,8 +128,7 @@ def hardware_bars(scenario: str, cols: list[Column], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     for j, col in enumerate(cols):
         values = [speedup(col.result, n) or 0.0 for n in names]
-        ax.bar([i + (j - (len(cols) - 1) / 2) * width for i in range(len(names))], values, width=width,
-               label=col.label)
+        ax.bar([i + (j - (len(cols) - 1) / 2) * width for i in range(len(names))], values, width=width, label=col.label)
     ax.axhline(1.0, color=BASE, linewidth=0.8)
     ax.set_xticks(range(len(names)), names, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("speedup over own baseline")

@@ -13,6 +13,7 @@ options do not stop the gate; they are reported as warnings.
 
 The recorded baseline of a scenario on a target is results/<target>/<scenario>.json (`vlabench record`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,19 @@ PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 3
 SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
 FAST_QUARTER = 75  # percentile of per-step samples/s that the throughput gate compares
-WORKLOAD_KEYS = ("model", "model_size", "batch_size", "dtype", "cameras", "text_tokens", "action_horizon",
-                 "warmup_steps", "timed_steps", "seed", "compile_backend")
+WORKLOAD_KEYS = (
+    "model",
+    "model_size",
+    "batch_size",
+    "dtype",
+    "cameras",
+    "text_tokens",
+    "action_horizon",
+    "warmup_steps",
+    "timed_steps",
+    "seed",
+    "compile_backend",
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,10 @@ class Limits:
     confidence: float = 0.95  # of the throughput interval and the one-sided Wilson bound
 
     def describe(self) -> str:
-        return (f"throughput tolerance {self.tolerance:.0%}, memory {self.memory_tolerance:.0%}, success rate "
-                f"{self.success_tolerance * 100:g} points, {self.confidence:.0%} confidence")
+        return (
+            f"throughput tolerance {self.tolerance:.0%}, memory {self.memory_tolerance:.0%}, success rate "
+            f"{self.success_tolerance * 100:g} points, {self.confidence:.0%} confidence"
+        )
 
 
 @dataclass
@@ -97,18 +111,30 @@ class GateReport:
         return f"PASS: {len(gated)} checks passed" + (f", {len(self.warnings)} warnings" if self.warnings else "")
 
     def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "exit_code": self.exit_code,
-                "current": self.current, "baseline": self.baseline, "limits": dataclasses.asdict(self.limits),
-                "warnings": self.warnings, "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "current": self.current,
+            "baseline": self.baseline,
+            "limits": dataclasses.asdict(self.limits),
+            "warnings": self.warnings,
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+        }
 
     def table(self, fmt: str = "simple") -> str:
         rows = [[c.subject, c.check, c.verdict, c.baseline, c.current, c.change, c.note] for c in self.checks]
-        return tabulate(rows, headers=("rung", "check", "verdict", "baseline", "current", "change", "note"),
-                        tablefmt=fmt, disable_numparse=True)
+        return tabulate(
+            rows,
+            headers=("rung", "check", "verdict", "baseline", "current", "change", "note"),
+            tablefmt=fmt,
+            disable_numparse=True,
+        )
 
     def legend(self) -> str:
-        return (f"throughput: samples/s of the fastest quarter of steps (p{FAST_QUARTER}), change with its "
-                f"{self.limits.confidence:.0%} bootstrap interval; the median's change in the note")
+        return (
+            f"throughput: samples/s of the fastest quarter of steps (p{FAST_QUARTER}), change with its "
+            f"{self.limits.confidence:.0%} bootstrap interval; the median's change in the note"
+        )
 
     def text(self) -> str:
         lines = [f"gate: {self.current} against {self.baseline} ({self.limits.describe()})", self.legend()]
@@ -118,8 +144,12 @@ class GateReport:
     def markdown(self) -> str:
         """For CI job summaries (e.g. appended to $GITHUB_STEP_SUMMARY)."""
         verdict = {"regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}.get(self.verdict, "pass")
-        lines = [f"### vlabench gate: {verdict}", "",
-                 f"`{self.current}` against `{self.baseline}` ({self.limits.describe()})", ""]
+        lines = [
+            f"### vlabench gate: {verdict}",
+            "",
+            f"`{self.current}` against `{self.baseline}` ({self.limits.describe()})",
+            "",
+        ]
         lines += [f"> **Warning:** {w}  " for w in self.warnings]
         if self.warnings:
             lines.append("")
@@ -128,16 +158,26 @@ class GateReport:
 
 def gate_files(current_path, baseline_path, limits: Limits = Limits(), rungs: list[str] | None = None) -> GateReport:
     """Load both result files (a one-line InputError if either is unusable) and gate them."""
-    return gate(load_result(current_path), load_result(baseline_path), limits, rungs,
-                str(current_path), str(baseline_path))
+    return gate(
+        load_result(current_path), load_result(baseline_path), limits, rungs, str(current_path), str(baseline_path)
+    )
 
 
-def gate(current: dict, baseline: dict, limits: Limits = Limits(), rungs: list[str] | None = None,
-         current_name: str = "CURRENT", baseline_name: str = "BASELINE") -> GateReport:
+def gate(
+    current: dict,
+    baseline: dict,
+    limits: Limits = Limits(),
+    rungs: list[str] | None = None,
+    current_name: str = "CURRENT",
+    baseline_name: str = "BASELINE",
+) -> GateReport:
     if current["scenario"]["name"] != baseline["scenario"]["name"]:
-        raise InputError(current_name, "scenario.name",
-                         f"a result of scenario {baseline['scenario']['name']!r} (the baseline's)",
-                         repr(current["scenario"]["name"]))
+        raise InputError(
+            current_name,
+            "scenario.name",
+            f"a result of scenario {baseline['scenario']['name']!r} (the baseline's)",
+            repr(current["scenario"]["name"]),
+        )
     base_rungs = {r["name"]: r for r in baseline["rungs"]}
     cur_rungs = {r["name"]: r for r in current["rungs"]}
     base_rates = _success_rates(baseline)
@@ -145,22 +185,32 @@ def gate(current: dict, baseline: dict, limits: Limits = Limits(), rungs: list[s
     if rungs is not None:
         unknown = [r for r in rungs if r not in base_rungs and r not in cur_rungs]
         if unknown:
-            raise InputError(baseline_name, "rungs", "rung names of the results (" + ", ".join(base_rungs) + ")",
-                             ", ".join(unknown))
+            raise InputError(
+                baseline_name, "rungs", "rung names of the results (" + ", ".join(base_rungs) + ")", ", ".join(unknown)
+            )
     names = [n for n in [*base_rungs, *(n for n in cur_rungs if n not in base_rungs)] if rungs is None or n in rungs]
     if not any(base_rungs[n]["status"] == "ok" for n in names if n in base_rungs) and not base_rates:
         raise InputError(baseline_name, "rungs", "an ok rung or a success rate to gate against", "none")
 
     report = GateReport(current_name, baseline_name, limits, warnings=_provenance_warnings(current, baseline))
     for name in names:
-        report.checks += _rung_checks(name, base_rungs.get(name), cur_rungs.get(name), current, baseline,
-                                      limits, report.warnings)
+        report.checks += _rung_checks(
+            name, base_rungs.get(name), cur_rungs.get(name), current, baseline, limits, report.warnings
+        )
     for suite, base in base_rates.items():
         report.checks.append(_success_check(suite, base, cur_rates.get(suite), limits))
     for suite in cur_rates:
         if suite not in base_rates:
-            report.checks.append(Check(f"suite {suite}", "success rate", NOT_GATED, "", _rate_text(cur_rates[suite]),
-                                       note="not in the baseline"))
+            report.checks.append(
+                Check(
+                    f"suite {suite}",
+                    "success rate",
+                    NOT_GATED,
+                    "",
+                    _rate_text(cur_rates[suite]),
+                    note="not in the baseline",
+                )
+            )
     return report
 
 
@@ -168,11 +218,15 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
     """Why the two results may not be like for like: hardware, software, workload, scenario file."""
     warnings = []
     ct, bt = current["target"], baseline["target"]
-    where = (f"{bt['name']} ({bt.get('device_name')} x{bt.get('device_count')})",
-             f"{ct['name']} ({ct.get('device_name')} x{ct.get('device_count')})")
+    where = (
+        f"{bt['name']} ({bt.get('device_name')} x{bt.get('device_count')})",
+        f"{ct['name']} ({ct.get('device_name')} x{ct.get('device_count')})",
+    )
     if where[0] != where[1]:
-        warnings.append(f"different hardware: the baseline ran on {where[0]}, the current result on {where[1]}; "
-                        "throughput and memory verdicts compare unlike machines")
+        warnings.append(
+            f"different hardware: the baseline ran on {where[0]}, the current result on {where[1]}; "
+            "throughput and memory verdicts compare unlike machines"
+        )
     cp, bp = current["provenance"], baseline["provenance"]
     software = [f"{k} {bp.get(k)} -> {cp.get(k)}" for k in SOFTWARE_KEYS if bp.get(k) != cp.get(k)]
     if software:
@@ -190,29 +244,42 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
             warnings.append(f"the {label} was measured with uncommitted changes")
         slowed = [r["name"] for r in result["rungs"] if r.get("test_slowdown")]
         if slowed:
-            warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_SLOWDOWN "
-                            f"({', '.join(slowed)})")
+            warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_SLOWDOWN ({', '.join(slowed)})")
     return warnings
 
 
-def _rung_checks(name: str, base: dict | None, cur: dict | None, current: dict, baseline: dict,
-                 limits: Limits, warnings: list[str]) -> list[Check]:
+def _rung_checks(
+    name: str, base: dict | None, cur: dict | None, current: dict, baseline: dict, limits: Limits, warnings: list[str]
+) -> list[Check]:
     if base is None:
         return [Check(name, "status", NOT_GATED, "-", cur["status"], note="not in the baseline")]
     if base["status"] != "ok":
-        return [Check(name, "status", NOT_GATED, base["status"], cur["status"] if cur else "missing",
-                      note=f"nothing to gate against: the baseline rung is {base['status']}")]
+        return [
+            Check(
+                name,
+                "status",
+                NOT_GATED,
+                base["status"],
+                cur["status"] if cur else "missing",
+                note=f"nothing to gate against: the baseline rung is {base['status']}",
+            )
+        ]
     if cur is None or cur["status"] != "ok":
         status = cur["status"] if cur else "missing"
         reason = (cur or {}).get("reason") or "the rung was not run"
         return [Check(name, "status", FAIL, "ok", status, note=reason)]
     if cur.get("options") != base.get("options"):
-        changed = sorted(k for k in {**(base.get("options") or {}), **(cur.get("options") or {})}
-                         if (base.get("options") or {}).get(k) != (cur.get("options") or {}).get(k))
+        changed = sorted(
+            k
+            for k in {**(base.get("options") or {}), **(cur.get("options") or {})}
+            if (base.get("options") or {}).get(k) != (cur.get("options") or {}).get(k)
+        )
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
-    return [_throughput_check(name, base, cur, global_batch(baseline), global_batch(current), limits),
-            _memory_check(name, base, cur, limits),
-            _parity_check(name, base, cur)]
+    return [
+        _throughput_check(name, base, cur, global_batch(baseline), global_batch(current), limits),
+        _memory_check(name, base, cur, limits),
+        _parity_check(name, base, cur),
+    ]
 
 
 def global_batch(result: dict) -> int:
@@ -232,17 +299,25 @@ def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_bat
     cur_rates = [cur_batch / t for t in cur["step_times_s"]]
     ratio, low, high = ratio_interval(cur_rates, base_rates, FAST_QUARTER, limits.confidence)
     median_change = statistics.median(cur_rates) / statistics.median(base_rates) - 1
-    check = Check(name, "throughput", PASS, f"{percentile(base_rates, FAST_QUARTER):.2f}/s",
-                  f"{percentile(cur_rates, FAST_QUARTER):.2f}/s", f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]",
-                  f"median {median_change:+.1%}")
+    check = Check(
+        name,
+        "throughput",
+        PASS,
+        f"{percentile(base_rates, FAST_QUARTER):.2f}/s",
+        f"{percentile(cur_rates, FAST_QUARTER):.2f}/s",
+        f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]",
+        f"median {median_change:+.1%}",
+    )
     machine = machine_ratio(base, cur)
     if machine is not None and abs(machine - 1) >= 0.02:
         check.note += f"; machine {machine - 1:+.1%} (probe)"
     if ratio < 1 - limits.tolerance and high < 1:
         if machine is not None and ratio / machine >= 1 - limits.tolerance:
             check.verdict = INCONCLUSIVE
-            check.note += (f"; slower by more than {limits.tolerance:.0%}, but the machine itself was "
-                           f"{1 - machine:.0%} slower during this run: run both again on a quiet machine")
+            check.note += (
+                f"; slower by more than {limits.tolerance:.0%}, but the machine itself was "
+                f"{1 - machine:.0%} slower during this run: run both again on a quiet machine"
+            )
         else:
             check.verdict = FAIL
             check.note += f"; slower by more than {limits.tolerance:.0%} and outside run-to-run noise"
@@ -271,11 +346,24 @@ def _memory_check(name: str, base: dict, cur: dict, limits: Limits) -> Check:
     if b is None or c is None or not b:
         return Check(name, "peak memory", NOT_GATED, _gib(b), _gib(c), note="no peak memory recorded")
     if base.get("peak_memory_kind") != cur.get("peak_memory_kind"):
-        return Check(name, "peak memory", NOT_GATED, _gib(b), _gib(c),
-                     note=f"measured differently: {base.get('peak_memory_kind')} vs {cur.get('peak_memory_kind')}")
+        return Check(
+            name,
+            "peak memory",
+            NOT_GATED,
+            _gib(b),
+            _gib(c),
+            note=f"measured differently: {base.get('peak_memory_kind')} vs {cur.get('peak_memory_kind')}",
+        )
     over = c > b * (1 + limits.memory_tolerance)
-    return Check(name, "peak memory", FAIL if over else PASS, _gib(b), _gib(c), f"{c / b - 1:+.1%}",
-                 f"larger by more than {limits.memory_tolerance:.0%}" if over else "")
+    return Check(
+        name,
+        "peak memory",
+        FAIL if over else PASS,
+        _gib(b),
+        _gib(c),
+        f"{c / b - 1:+.1%}",
+        f"larger by more than {limits.memory_tolerance:.0%}" if over else "",
+    )
 
 
 def _gib(value) -> str:
@@ -294,7 +382,9 @@ def _parity_check(name: str, base: dict, cur: dict) -> Check:
         return Check(name, "loss parity", NOT_GATED, text(bp), "-", note="no parity recorded (baseline rung not ok)")
     if cp.get("pass"):
         return Check(name, "loss parity", PASS, text(bp), text(cp), note=f"tolerance {cp.get('tolerance'):.0e}")
-    note = f"exceeds tolerance {cp.get('tolerance'):.0e}" + (" (failed in the baseline too)" if bp and not bp.get("pass") else "")
+    note = f"exceeds tolerance {cp.get('tolerance'):.0e}" + (
+        " (failed in the baseline too)" if bp and not bp.get("pass") else ""
+    )
     return Check(name, "loss parity", FAIL, text(bp), text(cp), note=note)
 
 
@@ -318,10 +408,20 @@ def _success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> 
     # The one-sided upper bound at confidence c is the upper end of the two-sided interval at 2c - 1.
     upper = wilson_interval(cur["successes"], cur["trials"], 2 * limits.confidence - 1)[1]
     below = upper < recorded - limits.success_tolerance
-    note = (f"upper bound {upper:.1%} < recorded - {limits.success_tolerance * 100:g} points" if below
-            else f"upper bound {upper:.1%}")
-    return Check(subject, "success rate", FAIL if below else PASS, _rate_text(base), _rate_text(cur),
-                 f"{(rate - recorded) * 100:+.1f} points", note)
+    note = (
+        f"upper bound {upper:.1%} < recorded - {limits.success_tolerance * 100:g} points"
+        if below
+        else f"upper bound {upper:.1%}"
+    )
+    return Check(
+        subject,
+        "success rate",
+        FAIL if below else PASS,
+        _rate_text(base),
+        _rate_text(cur),
+        f"{(rate - recorded) * 100:+.1f} points",
+        note,
+    )
 
 
 def recorded_baseline_path(result: dict, results_dir: str | Path = "results") -> Path:
@@ -334,14 +434,25 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
     (or broken loss parity) unless forced, since every later gate would measure against it."""
     result = load_result(path)
     if not force:
-        bad = [r["name"] for r in result["rungs"]
-               if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False]
+        bad = [
+            r["name"]
+            for r in result["rungs"]
+            if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False
+        ]
         if bad:
-            raise InputError(str(path), "rungs", "a result whose rungs all ran with loss parity (or --force)",
-                             f"failed rungs {', '.join(bad)}")
+            raise InputError(
+                str(path),
+                "rungs",
+                "a result whose rungs all ran with loss parity (or --force)",
+                f"failed rungs {', '.join(bad)}",
+            )
         if any(r.get("test_slowdown") for r in result["rungs"]):
-            raise InputError(str(path), "rungs", "a real measurement (or --force)",
-                             "rungs slowed by the test-only VLABENCH_TEST_SLOWDOWN")
+            raise InputError(
+                str(path),
+                "rungs",
+                "a real measurement (or --force)",
+                "rungs slowed by the test-only VLABENCH_TEST_SLOWDOWN",
+            )
     dest = recorded_baseline_path(result, results_dir)
     if dest.resolve() == Path(path).resolve():
         return dest

@@ -7,6 +7,7 @@ backward. When backward ends, every bucket is waited for, averaged and copied ba
 Used in place of DistributedDataParallel (same `no_sync()` for measuring exposed communication), through the
 rung option `ddp: {implementation: buckets, bucket_cap_mb: 400, bucket_dtype: bf16}`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,7 @@ class _Bucket:
         offset = 0
         for p in self.params:
             n = p.numel()
-            piece = self.buffer[offset:offset + n]
+            piece = self.buffer[offset : offset + n]
             if p.grad is None:
                 piece.zero_()  # a parameter the loss did not reach contributes nothing, on every rank alike
             else:
@@ -42,7 +43,7 @@ class _Bucket:
         offset = 0
         for p in self.params:
             n = p.numel()
-            averaged = self.buffer[offset:offset + n].view_as(p)
+            averaged = self.buffer[offset : offset + n].view_as(p)
             if p.grad is None:
                 p.grad = averaged.to(p.dtype).clone()
             else:

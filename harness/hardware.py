@@ -3,6 +3,7 @@
 A target names a kind of machine and the figures tables need from it (peak FLOP/s for MFU, memory);
 a `Device` is the live backend the runner times and measures on.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -38,21 +39,43 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
         # FlexAttention has no CPU backward, fp8 linears need a GPU; MFU on a CPU would be noise.
-        Target("cpu", "cpu", None, None, None, "no peak: CPU runs are functional checks",
-               None, frozenset({"compile"})),
+        Target("cpu", "cpu", None, None, None, "no peak: CPU runs are functional checks", None, frozenset({"compile"})),
         # The datasheet quotes 1979 (bf16) / 3958 (fp8) TFLOP/s with 2:4 sparsity; dense is half.
         # NVIDIA's "141 GB" is the nominal HBM3e size; the driver reports slightly less as usable.
-        Target("h200", "cuda", "H200", 989e12, 1979e12, "NVIDIA H200 SXM datasheet, dense",
-               141.0, frozenset({"fp8", "flex-backward", "compile"})),
+        Target(
+            "h200",
+            "cuda",
+            "H200",
+            989e12,
+            1979e12,
+            "NVIDIA H200 SXM datasheet, dense",
+            141.0,
+            frozenset({"fp8", "flex-backward", "compile"}),
+        ),
         # Any other CUDA GPU: no peak (MFU left empty); fp8 is decided from the compute capability.
-        Target("cuda", "cuda", None, None, None, "unknown CUDA GPU: no peak figure",
-               None, frozenset({"flex-backward", "compile"})),
+        Target(
+            "cuda",
+            "cuda",
+            None,
+            None,
+            None,
+            "unknown CUDA GPU: no peak figure",
+            None,
+            frozenset({"flex-backward", "compile"}),
+        ),
         # Atlas 800T A2 (Ascend 910B). Huawei's published dense figure is for the original Ascend 910
         # (256 TFLOP/s FP16, Hot Chips 2019); the 910B variants' figures we found are third-party and
         # disagree (256-376), so no peak is set and MFU stays empty rather than resting on a guess.
-        Target("ascend-a2", "npu", "910B", None, None,
-               "Huawei publishes no per-variant 910B dense peak we could verify: MFU not computed",
-               None, frozenset({"compile"})),
+        Target(
+            "ascend-a2",
+            "npu",
+            "910B",
+            None,
+            None,
+            "Huawei publishes no per-variant 910B dense peak we could verify: MFU not computed",
+            None,
+            frozenset({"compile"}),
+        ),
         # Any Ascend NPU through torch_npu; capabilities are added once measured there.
         Target("npu", "npu", None, None, None, "unknown NPU: no peak figure", None, frozenset()),
     )
@@ -115,7 +138,7 @@ class _CpuEvent:
     def synchronize(self):
         pass
 
-    def elapsed_time(self, end: "_CpuEvent") -> float:
+    def elapsed_time(self, end: _CpuEvent) -> float:
         return (end.t - self.t) * 1000.0  # milliseconds, like torch.cuda.Event.elapsed_time
 
 
@@ -204,6 +227,8 @@ def get_device(backend: str, index: int | None = None, target_name: str | None =
         except ImportError as e:
             raise RuntimeError(f"target {target_name or 'npu'} needs torch_npu; install vlabench[npu]") from e
     elif backend == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"target {target_name or 'cuda'} needs a CUDA GPU and a CUDA build of torch; "
-                           f"this torch is {torch.__version__}")
+        raise RuntimeError(
+            f"target {target_name or 'cuda'} needs a CUDA GPU and a CUDA build of torch; "
+            f"this torch is {torch.__version__}"
+        )
     return Device(backend, index)

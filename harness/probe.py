@@ -11,6 +11,7 @@ once per rung so that one probe takes about PROBE_S: long enough to span several
 short probe could fit between a competing process's slices and miss it), short against a step. Runs are
 compared in matmuls per second, so a different repeat count does not matter.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,8 +62,12 @@ class MachineProbe:
 
     def record(self) -> dict:
         dtype = "fp32" if self.device.backend == "cpu" else "bf16"
-        return {"kernel": f"{dtype} matmul {self.size}x{self.size}x{self.size}", "repeats": self.repeats,
-                "times_s": list(self.times_s), "where": list(self.where)}
+        return {
+            "kernel": f"{dtype} matmul {self.size}x{self.size}x{self.size}",
+            "repeats": self.repeats,
+            "times_s": list(self.times_s),
+            "where": list(self.where),
+        }
 
 
 def probe_rates(record: dict | None) -> list[float] | None:

@@ -2,6 +2,7 @@
 on a thread (so a deadline holds while it prints nothing), and stopping it ends the whole group (torchrun
 and every rank it started), politely first (SIGTERM), then by force (SIGKILL).
 """
+
 from __future__ import annotations
 
 import collections
@@ -58,12 +59,19 @@ def end_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     proc.poll()
 
 
-def run_group(cmd: list[str], env: dict, progress: Callable[[str], None], timeout_s: float | None,
-              tail_lines: int = 40, grace_s: float = GRACE_S) -> Finished:
+def run_group(
+    cmd: list[str],
+    env: dict,
+    progress: Callable[[str], None],
+    timeout_s: float | None,
+    tail_lines: int = 40,
+    grace_s: float = GRACE_S,
+) -> Finished:
     """Run `cmd` in its own session, streaming each output line to `progress`; at `timeout_s` (wall clock,
     output or not) the whole group is ended. Ctrl-C (KeyboardInterrupt) ends the group too, then propagates."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s

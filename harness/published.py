@@ -3,6 +3,7 @@
 The format is described in results/published/README.md. Every user error is one line naming the file,
 the key path and what was expected.
 """
+
 from __future__ import annotations
 
 import re
@@ -152,8 +153,12 @@ def load_published(directory: str | Path = PUBLISHED_DIR) -> list[Figure]:
     for path in files:
         for figure in _load_file(path):
             if figure.id in seen:
-                raise InputError(str(path), f"figures.{figure.id}", "a figure id not used elsewhere",
-                                 f"{figure.id!r} again (also in {seen[figure.id]})")
+                raise InputError(
+                    str(path),
+                    f"figures.{figure.id}",
+                    "a figure id not used elsewhere",
+                    f"{figure.id!r} again (also in {seen[figure.id]})",
+                )
             seen[figure.id] = path.name
             figures.append(figure)
     return figures
@@ -165,8 +170,9 @@ def _load_file(path: Path) -> list[Figure]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise InputError(file, f"line {mark.line + 1}" if mark else None, "valid YAML",
-                         getattr(e, "problem", None) or str(e)) from None
+        raise InputError(
+            file, f"line {mark.line + 1}" if mark else None, "valid YAML", getattr(e, "problem", None) or str(e)
+        ) from None
     try:
         published = parse(PublishedFile, data)
         return [_figure(raw, i, published, file) for i, raw in enumerate(published.figures)]
@@ -185,8 +191,11 @@ def _figure(raw: dict, index: int, published: PublishedFile, file: str) -> Figur
         raise SchemaError(f"{key}.value", "a number or [low, high]", describe(list(value)))
     tolerance = parse_tolerance(entry.tolerance)
     if tolerance is None:
-        raise SchemaError(f"{key}.tolerance", "a relative tolerance like 10% or absolute points like 2 points",
-                          describe(entry.tolerance))
+        raise SchemaError(
+            f"{key}.tolerance",
+            "a relative tolerance like 10% or absolute points like 2 points",
+            describe(entry.tolerance),
+        )
     derived = entry.derived_from
     if derived is not None:
         if not (_number(derived.get("from")) and _number(derived.get("to")) and derived["from"] > 0):
@@ -195,16 +204,30 @@ def _figure(raw: dict, index: int, published: PublishedFile, file: str) -> Figur
         if not _number(value) or abs(ratio - value) > 0.006 * ratio:
             raise SchemaError(f"{key}.value", f"to / from = {ratio:.3f} (derived_from)", describe(value))
     if (entry.ours is None) == (entry.not_comparable is None):
-        raise SchemaError(key, "exactly one of `ours` (a mapping onto our results) or `not_comparable` (why there "
-                               "is none)", "both" if entry.ours is not None else "neither")
+        raise SchemaError(
+            key,
+            "exactly one of `ours` (a mapping onto our results) or `not_comparable` (why there is none)",
+            "both" if entry.ours is not None else "neither",
+        )
     ours = None
     if entry.ours is not None:
         ours = _check_ours(entry.ours, entry.metric, f"{key}.ours")
-    return Figure(id=entry.id, label=entry.label, source=entry.source or published.source,
-                  transcribed_from=published.transcribed_from, file=file, metric=entry.metric, unit=entry.unit,
-                  value=value, covers={k: v for k, v in to_plain(entry.covers).items() if v is not None},
-                  tolerance=tolerance, ours=ours, not_comparable=entry.not_comparable, derived_from=derived,
-                  notes=entry.notes)
+    return Figure(
+        id=entry.id,
+        label=entry.label,
+        source=entry.source or published.source,
+        transcribed_from=published.transcribed_from,
+        file=file,
+        metric=entry.metric,
+        unit=entry.unit,
+        value=value,
+        covers={k: v for k, v in to_plain(entry.covers).items() if v is not None},
+        tolerance=tolerance,
+        ours=ours,
+        not_comparable=entry.not_comparable,
+        derived_from=derived,
+        notes=entry.notes,
+    )
 
 
 def _number(value) -> bool:
@@ -213,8 +236,9 @@ def _number(value) -> bool:
 
 def _check_ours(ours: Ours, metric: str, key: str) -> dict:
     if metric not in COMPARABLE:
-        raise SchemaError(key, f"no mapping: vlabench measures only {', '.join(COMPARABLE)}",
-                          f"one for metric {metric!r}")
+        raise SchemaError(
+            key, f"no mapping: vlabench measures only {', '.join(COMPARABLE)}", f"one for metric {metric!r}"
+        )
     needed = COMPARABLE[metric] + (() if metric == "success_rate" else ("scenario",))
     for k in needed:
         if getattr(ours, k) is None:

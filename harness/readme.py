@@ -11,6 +11,7 @@ markers, are rewritten from results/<target>/*.json:
 The one figure (harness/figures.py) is drawn to results/figures/. A check (`vlabench readme --check`, and the
 tests) names every file that is stale.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,9 +70,17 @@ def _figure_link(result: dict, page: Path) -> str:
 def eval_group(result: dict) -> tuple:
     """Evaluations that differ only in their number of env workers share one table."""
     pol, w = result.get("policy") or {}, result.get("workload") or {}
-    return (result["scenario"]["name"], result["target"]["name"], pol.get("name"), pol.get("checkpoint"),
-            pol.get("model_size"), pol.get("dtype"), tuple(w.get("suites") or ()), tuple(w.get("tasks") or ()),
-            w.get("trials"))
+    return (
+        result["scenario"]["name"],
+        result["target"]["name"],
+        pol.get("name"),
+        pol.get("checkpoint"),
+        pol.get("model_size"),
+        pol.get("dtype"),
+        tuple(w.get("suites") or ()),
+        tuple(w.get("tasks") or ()),
+        w.get("trials"),
+    )
 
 
 def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> str:
@@ -96,16 +105,30 @@ def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> 
     # suite) we have results of; `vlabench compare --published` lists the rest.
     scenarios = {r["scenario"]["name"] for _, r in results}
     # (random-weight evaluations measure speed only: no published success rate is theirs to stand beside)
-    suites = {suite for _, r in results if (r.get("policy") or {}).get("checkpoint") != "random"
-              for suite in (r.get("success_rate") or {})}
-    sources = {f.file for f in figures if (f.ours or {}).get("scenario") in scenarios
-               or (f.metric == "success_rate" and (f.ours or {}).get("suite") in suites)}
+    suites = {
+        suite
+        for _, r in results
+        if (r.get("policy") or {}).get("checkpoint") != "random"
+        for suite in (r.get("success_rate") or {})
+    }
+    sources = {
+        f.file
+        for f in figures
+        if (f.ours or {}).get("scenario") in scenarios
+        or (f.metric == "success_rate" and (f.ours or {}).get("suite") in suites)
+    }
     mine = [f for f in figures if f.file in sources]
     if compare.columns(results):
         others = ", ".join(sorted({Path(f.file).name for f in figures if f.file not in sources}))
-        parts += ["", compare.render(results, mine, "github"), "",
-                  (f"{len(figures) - len(mine)} further published figures ({others}) have no committed result to "
-                   "stand beside: `vlabench compare RESULT... --published` lists them with the reason.")]
+        parts += [
+            "",
+            compare.render(results, mine, "github"),
+            "",
+            (
+                f"{len(figures) - len(mine)} further published figures ({others}) have no committed result to "
+                "stand beside: `vlabench compare RESULT... --published` lists them with the reason."
+            ),
+        ]
     parts += ["", END]
     return "\n".join(parts)
 
@@ -117,11 +140,25 @@ def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) ->
     shown = readme_figure(results)
     if shown:
         path, result = shown
-        parts += ["", _figure_link(result, README), "", "```", result_table(result), "```",
-                  provenance_line(path, result)]
+        parts += [
+            "",
+            _figure_link(result, README),
+            "",
+            "```",
+            result_table(result),
+            "```",
+            provenance_line(path, result),
+        ]
     doc = RESULTS_DOC.as_posix()
-    parts += ["", ("Every committed result, the comparison with the published figures (with verdicts) and the "
-                   f"LIBERO evaluation tables: [{doc}]({doc})."), "", HEADLINE_END]
+    parts += [
+        "",
+        (
+            "Every committed result, the comparison with the published figures (with verdicts) and the "
+            f"LIBERO evaluation tables: [{doc}]({doc})."
+        ),
+        "",
+        HEADLINE_END,
+    ]
     return "\n".join(parts)
 
 
@@ -134,7 +171,7 @@ def _rewritten(path: Path, begin: str, end: str, block: str) -> tuple[str, str]:
     start, stop = text.find(begin), text.find(end)
     if start < 0 or stop < start:
         raise InputError(path, None, f"the markers {begin} and {end}, in that order", "none")
-    return text, text[:start] + block + text[stop + len(end):]
+    return text, text[:start] + block + text[stop + len(end) :]
 
 
 def update_readme(repo: Path, check: bool = False) -> list[str]:
@@ -144,8 +181,10 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
     repo = Path(repo)
     results = _results(repo)
     stale = []
-    pages = ((README, HEADLINE_BEGIN, HEADLINE_END, headline_block(repo, results)),
-             (RESULTS_DOC, BEGIN, END, results_block(repo, results)))
+    pages = (
+        (README, HEADLINE_BEGIN, HEADLINE_END, headline_block(repo, results)),
+        (RESULTS_DOC, BEGIN, END, results_block(repo, results)),
+    )
     texts = [(page, *_rewritten(repo / page, begin, end, block)) for page, begin, end, block in pages]
     for page, old, new in texts:  # both read (and their markers found) before either is written
         if new != old:

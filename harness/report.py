@@ -1,4 +1,5 @@
 """Tables of results (tabulate) and the markdown report with its figures (`vlabench report`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,18 @@ def _parity(p: dict | None) -> str:
     return f"{verdict} {p['max_rel_diff']:.1e} {op} {p['tolerance']:.0e}"
 
 
-LADDER_HEADERS = ("rung", "status", "samples/s (p10-p90)", "vs baseline", "vs previous", "peak GiB",
-                  "MFU", "compile s", "loss parity", "note")
+LADDER_HEADERS = (
+    "rung",
+    "status",
+    "samples/s (p10-p90)",
+    "vs baseline",
+    "vs previous",
+    "peak GiB",
+    "MFU",
+    "compile s",
+    "loss parity",
+    "note",
+)
 
 
 def rung_notes(result: dict) -> dict[str, list[str]]:
@@ -34,13 +45,17 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
         n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
         if r["status"] == "ok":
             if (r.get("world_size") or 1) > 1 and r.get("exposed_comm_s") is not None:
-                n.append(f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
-                         f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
-                         f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)")
+                n.append(
+                    f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
+                    f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
+                    f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)"
+                )
             if r.get("data_wait_ms") is not None:
                 kind = (r.get("loader") or {}).get("kind", "torch")
-                n.append(f"{kind} loader: waited {r['data_wait_ms']:.0f} ms for data ({r['data_wait_share']:.1%} of "
-                         "the step)")
+                n.append(
+                    f"{kind} loader: waited {r['data_wait_ms']:.0f} ms for data ({r['data_wait_share']:.1%} of "
+                    "the step)"
+                )
             if r.get("loss_parity_note"):
                 n.append(r["loss_parity_note"])
             if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
@@ -58,32 +73,39 @@ def ladder_rows(result: dict) -> list[list[str]]:
         if r["status"] != "ok":
             rows.append([r["name"], r["status"], "", "", "", "", "", "", "", r.get("reason") or ""])
             continue
-        rows.append([
-            r["name"], "ok",
-            f"{r['samples_per_s']:.2f} ({r['samples_per_s_p10']:.2f}-{r['samples_per_s_p90']:.2f})",
-            _num(r.get("speedup_vs_baseline"), ".2f") + ("x" if r.get("speedup_vs_baseline") else ""),
-            _num(r.get("speedup_vs_previous"), ".2f") + ("x" if r.get("speedup_vs_previous") else ""),
-            _num(r.get("peak_memory_gib"), ".1f"),
-            _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
-            _num(r.get("compile_s"), ".1f"),
-            _parity(r.get("loss_parity")),
-            "; ".join(notes[r["name"]]),
-        ])
+        rows.append(
+            [
+                r["name"],
+                "ok",
+                f"{r['samples_per_s']:.2f} ({r['samples_per_s_p10']:.2f}-{r['samples_per_s_p90']:.2f})",
+                _num(r.get("speedup_vs_baseline"), ".2f") + ("x" if r.get("speedup_vs_baseline") else ""),
+                _num(r.get("speedup_vs_previous"), ".2f") + ("x" if r.get("speedup_vs_previous") else ""),
+                _num(r.get("peak_memory_gib"), ".1f"),
+                _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
+                _num(r.get("compile_s"), ".1f"),
+                _parity(r.get("loss_parity")),
+                "; ".join(notes[r["name"]]),
+            ]
+        )
     return rows
 
 
 def ladder_table(result: dict, fmt: str = "simple") -> str:
     t, w = result["target"], result["workload"]
     per = f" per process x {result['nproc']} processes (DDP)" if (result.get("nproc") or 1) > 1 else ""
-    title = (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), {w['model_size']} model, "
-             f"batch {w['batch_size']}{per}, {w['dtype']}")
+    title = (
+        f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), {w['model_size']} model, "
+        f"batch {w['batch_size']}{per}, {w['dtype']}"
+    )
     return title + "\n" + tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
 
 
 def provenance_line(path: str, result: dict) -> str:
     p = result["provenance"]
-    return (f"From `{path}`: `{p['command']}` at {p['created_at']}, commit {str(p['git_sha'])[:12]}"
-            f"{' (uncommitted changes)' if p.get('dirty') else ''}, torch {p['torch']}.")
+    return (
+        f"From `{path}`: `{p['command']}` at {p['created_at']}, commit {str(p['git_sha'])[:12]}"
+        f"{' (uncommitted changes)' if p.get('dirty') else ''}, torch {p['torch']}."
+    )
 
 
 def eval_workers(result: dict) -> int:
@@ -94,23 +116,44 @@ def eval_title(result: dict, workers: bool = True) -> str:
     t, pol, n = result["target"], result.get("policy") or {}, eval_workers(result)
     model = f", {pol['model_size']} model" if pol.get("model_size") else ""
     workers = f", {n} env worker{'s' if n != 1 else ''}" if workers and n else ""
-    return (f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
-            f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}")
+    return (
+        f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
+        f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}"
+    )
 
 
 def success_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     """Per suite (and, with `tasks`, per task) of an evaluation: successes of trials, the rate, its 95% Wilson
     interval and the errored episodes (counted as failures)."""
-    rows = [[key, f"{e['successes']}/{e['trials']}", _num(e.get("rate"), ".1%"),
-             f"{e['wilson_low']:.1%}-{e['wilson_high']:.1%}" if e.get("wilson_low") is not None else "-",
-             e.get("errors", 0)]
-            for key, e in (result.get("success_rate") or {}).items() if tasks or "/" not in key]
-    return tabulate(rows, headers=("suite/task", "successes", "rate", "95% Wilson", "errors"), tablefmt=fmt,
-                    disable_numparse=True)
+    rows = [
+        [
+            key,
+            f"{e['successes']}/{e['trials']}",
+            _num(e.get("rate"), ".1%"),
+            f"{e['wilson_low']:.1%}-{e['wilson_high']:.1%}" if e.get("wilson_low") is not None else "-",
+            e.get("errors", 0),
+        ]
+        for key, e in (result.get("success_rate") or {}).items()
+        if tasks or "/" not in key
+    ]
+    return tabulate(
+        rows, headers=("suite/task", "successes", "rate", "95% Wilson", "errors"), tablefmt=fmt, disable_numparse=True
+    )
 
 
-EVAL_SPEED_HEADERS = ("workers", "episodes", "env steps", "wall s", "env steps/s", "sim steps/s per worker",
-                      "policy calls", "mean batch", "ms per call (p10-p90)", "ms per chunk", "first call s")
+EVAL_SPEED_HEADERS = (
+    "workers",
+    "episodes",
+    "env steps",
+    "wall s",
+    "env steps/s",
+    "sim steps/s per worker",
+    "policy calls",
+    "mean batch",
+    "ms per call (p10-p90)",
+    "ms per chunk",
+    "first call s",
+)
 
 
 def eval_throughput_row(result: dict) -> list[str] | None:
@@ -120,12 +163,23 @@ def eval_throughput_row(result: dict) -> list[str] | None:
     if not tp.get("env_steps_per_s"):
         return None
     lat = tp.get("policy_latency_s") or {}
-    return [tp["workers"], tp["episodes"], tp["env_steps"], _num(tp.get("wall_s"), ".1f"),
-            _num(tp["env_steps_per_s"], ".1f"), _num(tp.get("sim_steps_per_s_per_worker"), ".1f"),
-            tp["policy_calls"], _num(tp.get("batch_size_mean"), ".1f"),
-            (f"{1000 * lat['median']:.0f} ({1000 * lat['p10']:.0f}-{1000 * lat['p90']:.0f})"
-             if "p10" in lat else _num(lat.get("median"), ".0f", 1000)),
-            _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000), _num(lat.get("first_call"), ".2f")]
+    return [
+        tp["workers"],
+        tp["episodes"],
+        tp["env_steps"],
+        _num(tp.get("wall_s"), ".1f"),
+        _num(tp["env_steps_per_s"], ".1f"),
+        _num(tp.get("sim_steps_per_s_per_worker"), ".1f"),
+        tp["policy_calls"],
+        _num(tp.get("batch_size_mean"), ".1f"),
+        (
+            f"{1000 * lat['median']:.0f} ({1000 * lat['p10']:.0f}-{1000 * lat['p90']:.0f})"
+            if "p10" in lat
+            else _num(lat.get("median"), ".0f", 1000)
+        ),
+        _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000),
+        _num(lat.get("first_call"), ".2f"),
+    ]
 
 
 def eval_throughput_table(result: dict, fmt: str = "simple") -> str:
@@ -142,8 +196,9 @@ def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
         speed = eval_throughput_row(r)
         if speed is None:
             continue
-        suites = [f"{k} {e['successes']}/{e['trials']}" for k, e in (r.get("success_rate") or {}).items()
-                  if "/" not in k]
+        suites = [
+            f"{k} {e['successes']}/{e['trials']}" for k, e in (r.get("success_rate") or {}).items() if "/" not in k
+        ]
         rows.append(speed + ["; ".join(suites)])
     table = tabulate(rows, headers=EVAL_SPEED_HEADERS + ("success",), tablefmt=fmt, disable_numparse=True)
     return eval_title(runs[0], workers=False) + "\n" + table
@@ -183,14 +238,26 @@ def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None,
     lines = ["# vlabench report", "", f"Generated by `{command}`.", ""]
     for path, result in results:
         t = result["target"]
-        lines += [f"## {result['scenario']['name']} on {t['name']} ({t.get('device_name')})", "",
-                  provenance_line(path, result), "", "```", result_table(result), "```", ""]
+        lines += [
+            f"## {result['scenario']['name']} on {t['name']} ({t.get('device_name')})",
+            "",
+            provenance_line(path, result),
+            "",
+            "```",
+            result_table(result),
+            "```",
+            "",
+        ]
         if compare.is_ladder(result) and any(r["status"] == "ok" for r in result["rungs"]):
             stem = figure_stem(path, result)
             waterfall(result, out / f"{stem}-waterfall.png", figures or [])
             rung_bars(result, out / f"{stem}-rungs.png")
-            lines += [f"![speedup waterfall]({stem}-waterfall.png)", "",
-                      f"![samples/s and peak memory per rung]({stem}-rungs.png)", ""]
+            lines += [
+                f"![speedup waterfall]({stem}-waterfall.png)",
+                "",
+                f"![samples/s and peak memory per rung]({stem}-rungs.png)",
+                "",
+            ]
     grouped = compare.columns(results)
     if grouped:
         lines += ["## Per-hardware comparison", "", compare.render(results, figures, "github"), ""]

@@ -3,6 +3,7 @@
 A run writes its header at once and rewrites the file atomically after every rung, so an
 interrupted run keeps every rung that finished and the file is never half-written.
 """
+
 from __future__ import annotations
 
 import copy

@@ -3,6 +3,7 @@
 The runner starts `python -m harness.rung SPEC.json OUT.json` per rung, so compile caches, memory
 statistics and a crash stay inside the rung. Progress goes to stdout, the record to OUT.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,17 +18,16 @@ import torch
 
 from models import ModelFamily, get_family
 from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
-
 from models.schema import parse
 
-from .data.pipeline import DataSpec, DatasetFeed, LoaderOptions, SyntheticFeed, feed_kind
-from .grad_buckets import BucketedDataParallel
+from .data.pipeline import DatasetFeed, DataSpec, LoaderOptions, SyntheticFeed, feed_kind
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
+from .grad_buckets import BucketedDataParallel
 from .hardware import Device, get_device
 from .probe import MachineProbe
 from .timing import mfu, summarize_steps
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
 # timed region), so tests can check that the gates catch a slowdown. The rung record says it was set;
 # never set it for a measurement.
@@ -122,12 +122,26 @@ def build(spec: dict, steps: int) -> RungSetup:
     if feed_kind(data, spec.get("loader")) == "synthetic":
         # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
         global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
-        feed = SyntheticFeed([shard(b, ctx) for b in family.make_batches(
-            workload["model_size"], global_workload, steps, device.torch_device, dtype, workload["seed"])])
+        feed = SyntheticFeed(
+            [
+                shard(b, ctx)
+                for b in family.make_batches(
+                    workload["model_size"], global_workload, steps, device.torch_device, dtype, workload["seed"]
+                )
+            ]
+        )
     else:
-        feed = DatasetFeed(parse(DataSpec, data), parse(LoaderOptions, spec.get("loader") or {}), family,
-                           workload["model_size"], workload, device.torch_device, dtype, workload["seed"],
-                           (ctx.rank, ctx.world_size))
+        feed = DatasetFeed(
+            parse(DataSpec, data),
+            parse(LoaderOptions, spec.get("loader") or {}),
+            family,
+            workload["model_size"],
+            workload,
+            device.torch_device,
+            dtype,
+            workload["seed"],
+            (ctx.rank, ctx.world_size),
+        )
     return RungSetup(family, model, built.applied, family.make_step(model, optimizer, options), feed, device)
 
 
@@ -139,8 +153,11 @@ def data_wait(waits: list[float], step_times: list[float], feed) -> dict:
     out = feed.describe()
     if isinstance(feed, DatasetFeed):
         median_wait = statistics.median(waits)
-        out.update(data_wait_s=waits, data_wait_ms=1000 * median_wait,
-                   data_wait_share=median_wait / statistics.median(step_times))
+        out.update(
+            data_wait_s=waits,
+            data_wait_ms=1000 * median_wait,
+            data_wait_share=median_wait / statistics.median(step_times),
+        )
     return out
 
 
@@ -185,8 +202,10 @@ def measure(spec: dict) -> dict:
         step_times.append(device.elapsed_s(start, end))
         peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
         probe.sample(f"step {i + 1}")
-        log(f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}"
-            + (f" (waited {1000 * wait:.0f} ms for data)" if wait else ""))
+        log(
+            f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}"
+            + (f" (waited {1000 * wait:.0f} ms for data)" if wait else "")
+        )
     for _ in range(PROBES_AROUND):
         probe.sample("after")
     ctx = context_from_env()
@@ -203,8 +222,9 @@ def measure(spec: dict) -> dict:
             end.record()
             device.synchronize()
             nosync.append(device.elapsed_s(start, end))
-        ranks = gather({"step_times_s": step_times, "losses": [float(x) for x in losses], "peak": peak,
-                        "nosync_s": nosync}, ctx)
+        ranks = gather(
+            {"step_times_s": step_times, "losses": [float(x) for x in losses], "peak": peak, "nosync_s": nosync}, ctx
+        )
         # a data-parallel step ends when its slowest rank ends; the global loss is the mean over shards
         step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
         losses = [sum(r["losses"][i] for r in ranks) / len(ranks) for i in range(timed)]
@@ -246,8 +266,11 @@ def run(spec: dict) -> dict:
     except torch.OutOfMemoryError as exc:
         record.update(status="oom", reason=str(exc).splitlines()[0][:500])
     except Exception as exc:  # recorded, never lost: the ladder goes on with the next rung
-        record.update(status="error", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-                      traceback=traceback.format_exc()[-4000:])
+        record.update(
+            status="error",
+            reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+            traceback=traceback.format_exc()[-4000:],
+        )
     return record
 
 
@@ -257,6 +280,7 @@ def main(argv: list[str]) -> int:
         spec = json.load(f)
     record = run(spec)
     import torch.distributed as dist
+
     if dist.is_initialized():  # a DDP rung's process group: close it cleanly before the process ends
         dist.destroy_process_group()
     if context_from_env().rank == 0:  # rank 0 holds what every rank measured

@@ -3,6 +3,7 @@
 A rung that crashes, runs out of memory or times out is recorded with its status and reason and the
 ladder goes on. The result file is rewritten atomically after every rung.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,14 +12,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from models import get_family
 
+from .data.pipeline import feed_kind
 from .errors import InputError
 from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
-from .data.pipeline import feed_kind
 from .processes import run_group
 from .results import ResultWriter, load_result, provenance
 from .scenario import Scenario
@@ -27,8 +28,14 @@ BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
 
 
 def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
-    return {"model": scenario.model, "backend": target.backend, "options": rung.cumulative,
-            "loader": rung.loader_cumulative, "workload": workload, "peak_flops": target.peak_bf16_flops}
+    return {
+        "model": scenario.model,
+        "backend": target.backend,
+        "options": rung.cumulative,
+        "loader": rung.loader_cumulative,
+        "workload": workload,
+        "peak_flops": target.peak_bf16_flops,
+    }
 
 
 def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
@@ -69,8 +76,14 @@ def rung_command(spec_path: Path, out_path: Path, nproc: int = 1, torchrun_args:
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", *extra, *rung]
 
 
-def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: float | None,
-                     env: dict | None = None, nproc: int = 1, torchrun_args: list[str] | None = None) -> dict:
+def run_rung_process(
+    spec: dict,
+    progress: Callable[[str], None],
+    timeout_s: float | None,
+    env: dict | None = None,
+    nproc: int = 1,
+    torchrun_args: list[str] | None = None,
+) -> dict:
     """Run one rung in a fresh Python process (or torchrun's process group); a crash becomes an `error`
     record with the output tail, and at `timeout_s` the whole process group is ended (see processes.py)."""
     with tempfile.TemporaryDirectory(prefix="vlabench-rung-") as tmp:
@@ -80,22 +93,34 @@ def run_rung_process(spec: dict, progress: Callable[[str], None], timeout_s: flo
         child_env = {**os.environ, **ALLOCATOR_ENV.get(spec["backend"], {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
         child_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p)
+            p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p
+        )
         done = run_group(cmd, child_env, lambda line: progress("    " + line), timeout_s)
         if done.timed_out:
-            return {"status": "error", "reason": f"timed out after {timeout_s:g}s (every process of the rung ended)",
-                    "output_tail": done.tail}
+            return {
+                "status": "error",
+                "reason": f"timed out after {timeout_s:g}s (every process of the rung ended)",
+                "output_tail": done.tail,
+            }
         if out_path.exists():
             return json.loads(out_path.read_text())
-        return {"status": "error", "reason": f"rung process died with exit code {done.returncode}",
-                "output_tail": done.tail}
+        return {
+            "status": "error",
+            "reason": f"rung process died with exit code {done.returncode}",
+            "output_tail": done.tail,
+        }
 
 
 def loss_parity(losses: list[float], baseline: list[float], tolerance: float, why: str) -> dict:
     """Max relative loss difference over the timed steps against the baseline rung's losses."""
     if not losses or len(losses) != len(baseline):
-        return {"max_rel_diff": None, "tolerance": tolerance, "pass": False, "why": why,
-                "note": "baseline has a different number of timed steps"}
+        return {
+            "max_rel_diff": None,
+            "tolerance": tolerance,
+            "pass": False,
+            "why": why,
+            "note": "baseline has a different number of timed steps",
+        }
     diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, baseline))
     return {"max_rel_diff": diff, "tolerance": tolerance, "pass": diff <= tolerance, "why": why}
 
@@ -120,8 +145,9 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: dic
         rec["speedup_vs_baseline"] = rec["samples_per_s"] / base["samples_per_s"] if base_ok else None
         rec["speedup_vs_previous"] = rec["samples_per_s"] / prev["samples_per_s"] if prev else None
         prev = rec
-        if (feed_kind(workload.get("data"), rung.loader_cumulative) == "synthetic") != \
-                (feed_kind(workload.get("data"), parity_rung.loader_cumulative) == "synthetic"):
+        if (feed_kind(workload.get("data"), rung.loader_cumulative) == "synthetic") != (
+            feed_kind(workload.get("data"), parity_rung.loader_cumulative) == "synthetic"
+        ):
             rec["loss_parity"] = None
             rec["loss_parity_note"] = f"trains on other batches than {parity_rung.name} (synthetic vs the dataset)"
             continue
@@ -141,20 +167,38 @@ def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> No
     from .data.errors import DatasetError
 
     if data in (None, "synthetic"):
-        raise InputError(scenario.path, "workload.data", "a dataset ({dataset: PATH}) for rungs whose loader reads "
-                         "one", "data: synthetic")
+        raise InputError(
+            scenario.path,
+            "workload.data",
+            "a dataset ({dataset: PATH}) for rungs whose loader reads one",
+            "data: synthetic",
+        )
     path = Path(data["dataset"])
     if not path.exists():
-        raise DatasetError(path, None, "a LeRobotDataset v3.0 folder (make one: vlabench make-dataset --source "
-                           f"synthetic --episodes 20 --out {path}; or run with --dataset PATH)", "no such folder")
+        raise DatasetError(
+            path,
+            None,
+            "a LeRobotDataset v3.0 folder (make one: vlabench make-dataset --source "
+            f"synthetic --episodes 20 --out {path}; or run with --dataset PATH)",
+            "no such folder",
+        )
     load_meta(path)
 
 
-def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, command: list[str],
-                 rung_names: list[str] | None = None, append: bool = False,
-                 progress: Callable[[str], None] = print, rung_timeout_s: float | None = None,
-                 env: dict | None = None, header_extra: dict | None = None, nproc: int = 1,
-                 torchrun_args: list[str] | None = None) -> dict:
+def run_scenario(
+    scenario: Scenario,
+    target: Target,
+    out_path: str | Path,
+    command: list[str],
+    rung_names: list[str] | None = None,
+    append: bool = False,
+    progress: Callable[[str], None] = print,
+    rung_timeout_s: float | None = None,
+    env: dict | None = None,
+    header_extra: dict | None = None,
+    nproc: int = 1,
+    torchrun_args: list[str] | None = None,
+) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`."""
     family = get_family(scenario.model)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
@@ -162,24 +206,39 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
     caps = capabilities(target, nproc)
     device = get_device(target.backend, target_name=target.name)
     header = {
-        "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256,
-                     "source": scenario.source},
-        "target": {"name": target.name, "backend": target.backend, "device_name": device.device_name(),
-                   "device_count": device.device_count(), "peak_bf16_flops": target.peak_bf16_flops,
-                   "peak_fp8_flops": target.peak_fp8_flops, "peak_source": target.peak_source,
-                   "capabilities": sorted(caps)},
+        "scenario": {
+            "name": scenario.name,
+            "path": scenario.path,
+            "sha256": scenario.sha256,
+            "source": scenario.source,
+        },
+        "target": {
+            "name": target.name,
+            "backend": target.backend,
+            "device_name": device.device_name(),
+            "device_count": device.device_count(),
+            "peak_bf16_flops": target.peak_bf16_flops,
+            "peak_fp8_flops": target.peak_fp8_flops,
+            "peak_source": target.peak_source,
+            "capabilities": sorted(caps),
+        },
         "provenance": provenance(command),
         "workload": workload,
         # processes per rung (torchrun); workload.batch_size is per process, the global batch is the product
-        "nproc": nproc, "torchrun_args": list(torchrun_args or []),
+        "nproc": nproc,
+        "torchrun_args": list(torchrun_args or []),
         **(header_extra or {}),
     }
     kept = {}
     if append and Path(out_path).exists():
         old = load_result(out_path)
         if old["scenario"]["name"] != scenario.name or old["target"]["name"] != target.name:
-            raise InputError(str(out_path), "scenario/target", f"{scenario.name} on {target.name} to append to",
-                             f"{old['scenario']['name']} on {old['target']['name']} (use another --out)")
+            raise InputError(
+                str(out_path),
+                "scenario/target",
+                f"{scenario.name} on {target.name} to append to",
+                f"{old['scenario']['name']} on {old['target']['name']} (use another --out)",
+            )
         kept = {r["name"]: r for r in old["rungs"]}
         header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
     selected = rung_names or scenario.rung_names()
@@ -195,8 +254,10 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
     commit()
     todo = [r for r in scenario.ladder if r.name in selected]
     for i, rung in enumerate(todo, 1):
-        progress(f"[{i}/{len(todo)}] {rung.name} on {target.name} ({workload['model_size']} model, "
-                 f"batch {workload['batch_size']})")
+        progress(
+            f"[{i}/{len(todo)}] {rung.name} on {target.name} ({workload['model_size']} model, "
+            f"batch {workload['batch_size']})"
+        )
         started = time.perf_counter()
         rung, substituted = with_substitutes(scenario, target, rung, caps)
         reason = unsupported_reason(scenario, target, rung, caps)
@@ -205,21 +266,29 @@ def run_scenario(scenario: Scenario, target: Target, out_path: str | Path, comma
             rec = {"status": "unsupported", "reason": reason}
         else:
             try:
-                rec = run_rung_process(rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env,
-                                       nproc, torchrun_args)
+                rec = run_rung_process(
+                    rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env, nproc, torchrun_args
+                )
             except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
                 rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
                 interrupted = exc
-        rec = {"name": rung.name, "options": rung.cumulative, "rung_options": rung.options,
-               **({"loader_options": rung.loader_cumulative} if rung.loader_cumulative else {}), **rec,
-               "wall_s": time.perf_counter() - started,
-               # which code measured this rung (a ladder split over calls merges rungs of several runs)
-               "measured": {k: header["provenance"][k] for k in ("git_sha", "dirty", "created_at")}}
+        rec = {
+            "name": rung.name,
+            "options": rung.cumulative,
+            "rung_options": rung.options,
+            **({"loader_options": rung.loader_cumulative} if rung.loader_cumulative else {}),
+            **rec,
+            "wall_s": time.perf_counter() - started,
+            # which code measured this rung (a ladder split over calls merges rungs of several runs)
+            "measured": {k: header["provenance"][k] for k in ("git_sha", "dirty", "created_at")},
+        }
         if substituted:
             rec["substituted"] = substituted
             progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")
-        progress(f"    -> {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else
-                                                 f", {rec['samples_per_s']:.2f} samples/s"))
+        progress(
+            f"    -> {rec['status']}"
+            + (f": {rec['reason']}" if rec.get("reason") else f", {rec['samples_per_s']:.2f} samples/s")
+        )
         records[rung.name] = rec
         commit()
         if interrupted is not None:

@@ -2,6 +2,7 @@
 
 Every user error becomes a one-line `ScenarioError`: `<file>: <key path>: expected <what>, got <what>`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,20 @@ import yaml
 
 import models
 from models.family import Dtype
-from models.schema import (AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Bounds, Expect, Match, SchemaError, describe, join,
-                           parse, parse_fields, to_plain)
+from models.schema import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    Bounds,
+    Expect,
+    Match,
+    SchemaError,
+    describe,
+    join,
+    parse,
+    parse_fields,
+    to_plain,
+)
 
 from .data.pipeline import DataSpec, LoaderOptions
 from .errors import InputError
@@ -108,8 +121,12 @@ class Scenario:
 
     def workload_for(self, target_name: str) -> Workload:
         if target_name not in self.targets:
-            raise ScenarioError(self.path, "targets", "one of the scenario's targets (" + ", ".join(self.targets) + ")",
-                                f"{target_name!r}")
+            raise ScenarioError(
+                self.path,
+                "targets",
+                "one of the scenario's targets (" + ", ".join(self.targets) + ")",
+                f"{target_name!r}",
+            )
         return dataclasses.replace(self.workload, **self.targets[target_name])
 
     def rung_names(self) -> list[str]:
@@ -151,7 +168,9 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
         workload = Workload(**_workload_fields(raw.workload, "workload", family, partial=False))
         ladder = _ladder(raw.ladder, family)
         if not raw.targets:
-            raise SchemaError("targets", "a non-empty mapping of target names to workload overrides", "an empty mapping")
+            raise SchemaError(
+                "targets", "a non-empty mapping of target names to workload overrides", "an empty mapping"
+            )
         targets, substitutes = {}, {}
         for target_name, overrides in raw.targets.items():
             key = join("targets", target_name)
@@ -171,9 +190,20 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
             raise SchemaError("parity_baseline", "the name of a rung of the ladder", describe(raw.parity_baseline))
     except SchemaError as e:
         raise ScenarioError(path, e.key, e.expected, e.got) from None
-    return Scenario(name=raw.name, model=raw.model, source=raw.source, path=path, sha256=sha256, workload=workload,
-                    ladder=ladder, targets=targets, description=raw.description, eval=raw.eval,
-                    substitutes=substitutes, parity_baseline=raw.parity_baseline)
+    return Scenario(
+        name=raw.name,
+        model=raw.model,
+        source=raw.source,
+        path=path,
+        sha256=sha256,
+        workload=workload,
+        ladder=ladder,
+        targets=targets,
+        description=raw.description,
+        eval=raw.eval,
+        substitutes=substitutes,
+        parity_baseline=raw.parity_baseline,
+    )
 
 
 def _workload_fields(values: dict, key: str, family, partial: bool) -> dict:
@@ -182,8 +212,9 @@ def _workload_fields(values: dict, key: str, family, partial: bool) -> dict:
     allowed = {f.name for f in dataclasses.fields(Workload)} | ({"substitute"} if partial else set())
     for k in values:
         if k not in allowed:
-            raise SchemaError(join(key, k), "a known key (" + ", ".join(sorted(allowed, key=_field_order)) + ")",
-                              f"unknown key {k!r}")
+            raise SchemaError(
+                join(key, k), "a known key (" + ", ".join(sorted(allowed, key=_field_order)) + ")", f"unknown key {k!r}"
+            )
     checked = parse_fields(Workload, values, key, partial=partial)
     if "model_size" in checked and checked["model_size"] not in family.sizes:
         raise SchemaError(join(key, "model_size"), "one of " + ", ".join(family.sizes), describe(checked["model_size"]))
@@ -203,8 +234,11 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
     for i, entry in enumerate(entries):
         key = f"ladder[{i}]"
         if entry.name in seen:
-            raise SchemaError(f"{key}.name", "a name not used by another rung",
-                              f"{entry.name!r} again (also ladder[{seen[entry.name]}])")
+            raise SchemaError(
+                f"{key}.name",
+                "a name not used by another rung",
+                f"{entry.name!r} again (also ladder[{seen[entry.name]}])",
+            )
         seen[entry.name] = i
         options = dict(entry.options or {})
         # Later rungs replace a key wholesale (a nested mapping is not merged), so each rung's
@@ -216,6 +250,14 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
             raise e.under(f"{key}.options") from None
         loader = {**loader, **(entry.loader or {})}
         parse(LoaderOptions, loader, f"{key}.loader")
-        rungs.append(Rung(name=entry.name, options=copy.deepcopy(options), cumulative=cumulative,
-                          requires=entry.requires, loader=dict(entry.loader or {}), loader_cumulative=dict(loader)))
+        rungs.append(
+            Rung(
+                name=entry.name,
+                options=copy.deepcopy(options),
+                cumulative=cumulative,
+                requires=entry.requires,
+                loader=dict(entry.loader or {}),
+                loader_cumulative=dict(loader),
+            )
+        )
     return tuple(rungs)

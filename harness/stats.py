@@ -1,4 +1,5 @@
 """Small statistics shared by evaluation results and gates (standard library only)."""
+
 from __future__ import annotations
 
 import math
@@ -32,5 +33,10 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 def rate_summary(successes: int, trials: int, confidence: float = 0.95) -> dict:
     """{"successes", "trials", "rate", "wilson_low", "wilson_high"}: the success-rate entry of result files."""
     low, high = wilson_interval(successes, trials, confidence)
-    return {"successes": successes, "trials": trials, "rate": successes / trials if trials else None,
-            "wilson_low": low, "wilson_high": high}
+    return {
+        "successes": successes,
+        "trials": trials,
+        "rate": successes / trials if trials else None,
+        "wilson_low": low,
+        "wilson_high": high,
+    }

@@ -5,6 +5,7 @@ Starting from one rung's options with recompute off, each candidate group (the f
 usual result file, progress and failure handling apply. The cost table is ms of extra step time per
 GiB of peak memory saved, the figure LoongForge used to pick what to recompute.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,7 @@ def default_rung(scenario: Scenario) -> str:
     return scenario.ladder[-1].name
 
 
-def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
-                   workload_overrides: dict) -> Scenario:
+def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None, workload_overrides: dict) -> Scenario:
     """A scenario whose rungs are the base (no recompute) and one rung per recompute group."""
     base = next(r for r in scenario.ladder if r.name == rung_name)
     options = {**base.cumulative, "recompute": "none"}
@@ -39,8 +39,7 @@ def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
         rec = {"patterns": list(patterns)}
         rungs.append(Rung(f"recompute-{group}", {"recompute": rec}, {**options, "recompute": rec}))
     targets = {name: {**overrides, **workload_overrides} for name, overrides in scenario.targets.items()}
-    return dataclasses.replace(scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs),
-                               targets=targets)
+    return dataclasses.replace(scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs), targets=targets)
 
 
 def step_noise_ms(a: dict, b: dict) -> float:
@@ -59,9 +58,16 @@ def sweep_rows(result: dict) -> list[dict]:
     for r in result["rungs"]:
         if r["name"] == BASE:
             continue
-        row = {"group": r["name"].removeprefix("recompute-"), "patterns": r["options"]["recompute"]["patterns"],
-               "status": r["status"], "step_ms": None, "extra_ms": None, "peak_gib": None, "saved_gib": None,
-               "ms_per_gib": None}
+        row = {
+            "group": r["name"].removeprefix("recompute-"),
+            "patterns": r["options"]["recompute"]["patterns"],
+            "status": r["status"],
+            "step_ms": None,
+            "extra_ms": None,
+            "peak_gib": None,
+            "saved_gib": None,
+            "ms_per_gib": None,
+        }
         if r["status"] == "ok":
             row.update(step_ms=r["step_time_s"] * 1e3, peak_gib=r["peak_memory_gib"])
             if base and base["status"] == "ok":
@@ -84,14 +90,37 @@ def sweep_table(result: dict, fmt: str = "simple") -> str:
     def f(v, spec):
         return "-" if v is None else format(v, spec)
 
-    head = (f"{result['scenario']['name']} on {result['target']['name']}, {w['model_size']} model, batch "
-            f"{w['batch_size']}; base: {base.get('status', 'missing')}"
-            + (f", {base['step_time_s'] * 1e3:.0f} ms/step, peak {base['peak_memory_gib']:.1f} GiB"
-               if base.get("status") == "ok" else f" ({base.get('reason')})" if base else ""))
-    rows = [[r["group"], ", ".join(r["patterns"]), r["status"], f(r["step_ms"], ".0f"), f(r["extra_ms"], "+.0f"),
-             f(r["peak_gib"], ".1f"), f(r["saved_gib"], ".2f"),
-             f(r["ms_per_gib"], ".1f") if r["ms_per_gib"] is not None or r["status"] != "ok" else "within noise"]
-            for r in sweep_rows(result)]
-    return head + "\n" + tabulate(rows, headers=("group", "patterns", "status", "step ms", "extra ms", "peak GiB",
-                                                 "saved GiB", "ms per GiB saved"), tablefmt=fmt,
-                                  disable_numparse=True)
+    head = (
+        f"{result['scenario']['name']} on {result['target']['name']}, {w['model_size']} model, batch "
+        f"{w['batch_size']}; base: {base.get('status', 'missing')}"
+        + (
+            f", {base['step_time_s'] * 1e3:.0f} ms/step, peak {base['peak_memory_gib']:.1f} GiB"
+            if base.get("status") == "ok"
+            else f" ({base.get('reason')})"
+            if base
+            else ""
+        )
+    )
+    rows = [
+        [
+            r["group"],
+            ", ".join(r["patterns"]),
+            r["status"],
+            f(r["step_ms"], ".0f"),
+            f(r["extra_ms"], "+.0f"),
+            f(r["peak_gib"], ".1f"),
+            f(r["saved_gib"], ".2f"),
+            f(r["ms_per_gib"], ".1f") if r["ms_per_gib"] is not None or r["status"] != "ok" else "within noise",
+        ]
+        for r in sweep_rows(result)
+    ]
+    return (
+        head
+        + "\n"
+        + tabulate(
+            rows,
+            headers=("group", "patterns", "status", "step ms", "extra ms", "peak GiB", "saved GiB", "ms per GiB saved"),
+            tablefmt=fmt,
+            disable_numparse=True,
+        )
+    )

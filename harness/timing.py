@@ -1,4 +1,5 @@
 """Step statistics: medians with spread, samples/s and MFU from per-step device-synchronised times."""
+
 from __future__ import annotations
 
 import statistics
@@ -33,8 +34,14 @@ def mfu(samples_per_s: float, flops_per_sample: float, peak_flops: float | None)
     return samples_per_s * flops_per_sample / peak_flops
 
 
-def ratio_interval(current: list[float], baseline: list[float], q: float = 50, confidence: float = 0.95,
-                   resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+def ratio_interval(
+    current: list[float],
+    baseline: list[float],
+    q: float = 50,
+    confidence: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """The q-th percentile of `current` over that of `baseline`, with a percentile-bootstrap interval.
 
     Each side's samples are resampled independently, so the interval shows how far the ratio moves with

@@ -1,4 +1,5 @@
 """Model families vlabench can measure. Each is plain PyTorch and never imports the harness."""
+
 from __future__ import annotations
 
 import importlib

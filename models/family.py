@@ -5,6 +5,7 @@ models/__init__.py) to parse a rung's options, say whether a target can train th
 batches, take a training step, count FLOPs and judge loss parity, and measures the rest itself. A family
 needs nothing else from the harness, and the harness calls nothing else on a family.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,14 +40,19 @@ class DdpFlags:
     def __post_init__(self):
         ddp_only = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "comm_hook")
         if self.implementation == "buckets" and any(getattr(self, k) is not None for k in ddp_only):
-            raise SchemaError(next(k for k in ddp_only if getattr(self, k) is not None),
-                              "no torch-ddp flag with implementation: buckets", "one")
+            raise SchemaError(
+                next(k for k in ddp_only if getattr(self, k) is not None),
+                "no torch-ddp flag with implementation: buckets",
+                "one",
+            )
         if self.implementation == "torch-ddp" and self.bucket_dtype is not None:
             raise SchemaError("bucket_dtype", "implementation: buckets (DDP compresses with comm_hook)", "torch-ddp")
 
     def as_dict(self) -> dict:
         """DistributedDataParallel's keyword arguments and the hook (torch-ddp)."""
-        return {k: v for k, v in to_plain(self).items() if v is not None and k not in ("implementation", "bucket_dtype")}
+        return {
+            k: v for k, v in to_plain(self).items() if v is not None and k not in ("implementation", "bucket_dtype")
+        }
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,7 @@ class ModelFamily:
         return None
 
     # -- building and training
-    def build(self, size: str, options, workload: dict, device: torch.device, dtype: torch.dtype,
-              seed: int) -> Built:
+    def build(self, size: str, options, workload: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Built:
         """The model with its options applied, initialised deterministically from `seed`, and what the
         options applied."""
         raise NotImplementedError
@@ -142,8 +147,9 @@ class ModelFamily:
         at 1.0 and the optimizer step, unless the family's options change how a step runs."""
         return standard_step(self.loss, model, optimizer)
 
-    def make_batches(self, size: str, workload: dict, n: int, device: torch.device, dtype: torch.dtype,
-                     seed: int) -> list[dict]:
+    def make_batches(
+        self, size: str, workload: dict, n: int, device: torch.device, dtype: torch.dtype, seed: int
+    ) -> list[dict]:
         """`n` synthetic training batches (inputs, noise, flow time), the same for every rung of a seed."""
         raise NotImplementedError
 
@@ -161,8 +167,12 @@ class ModelFamily:
         raise NotImplementedError
 
 
-def standard_step(loss_fn: Callable[[nn.Module, dict], torch.Tensor], model: nn.Module,
-                  optimizer: torch.optim.Optimizer, clip: float = 1.0) -> Step:
+def standard_step(
+    loss_fn: Callable[[nn.Module, dict], torch.Tensor],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    clip: float = 1.0,
+) -> Step:
     """loss, backward, clip the gradient norm, optimizer step, drop the gradients."""
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -177,5 +187,16 @@ def standard_step(loss_fn: Callable[[nn.Module, dict], torch.Tensor], model: nn.
     return step
 
 
-__all__ = ["Applied", "Built", "CommHook", "DataProcessor", "DdpFlags", "Dtype", "ModelFamily", "SchemaError", "Step",
-           "TORCH_DTYPES", "standard_step"]
+__all__ = [
+    "Applied",
+    "Built",
+    "CommHook",
+    "DataProcessor",
+    "DdpFlags",
+    "Dtype",
+    "ModelFamily",
+    "SchemaError",
+    "Step",
+    "TORCH_DTYPES",
+    "standard_step",
+]

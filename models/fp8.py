@@ -5,6 +5,7 @@ float8 with dynamic scales and runs the three GEMMs of forward and backward on F
 accumulating in higher precision; the weights and optimizer state stay in the model dtype.
 Which linears are worth converting is decided here by shape and name, for any model.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,6 +35,7 @@ def fp8_filter(min_features: int = MIN_FEATURES, skip=()):
     subclass such as an already converted one; convolutions like a ViT patch embedding never match)
     whose in and out features are multiples of 16 and at least `min_features`, and whose dotted name
     matches none of the `skip` patterns (segment-wise globs as for recompute: `time_mlp.*`)."""
+
     def keep(module: nn.Module, name: str) -> bool:
         if type(module) is not nn.Linear:
             return False
@@ -41,6 +43,7 @@ def fp8_filter(min_features: int = MIN_FEATURES, skip=()):
             return False
         sides = (module.in_features, module.out_features)
         return all(n % ALIGNMENT == 0 and n >= min_features for n in sides)
+
     return keep
 
 
@@ -50,8 +53,9 @@ def fp8_candidates(model: nn.Module, min_features: int = MIN_FEATURES, skip=()) 
     return [name for name, module in model.named_modules() if name and keep(module, name)]
 
 
-def apply_fp8(model: nn.Module, recipe: str, min_features: int = MIN_FEATURES, skip=(),
-              emulate: bool = False) -> list[str]:
+def apply_fp8(
+    model: nn.Module, recipe: str, min_features: int = MIN_FEATURES, skip=(), emulate: bool = False
+) -> list[str]:
     """Convert the selected linears of `model` in place to torchao Float8Linear; returns their names.
 
     recipe: "tensorwise" (one scale per tensor, cuBLAS FP8 GEMM: fastest) or "rowwise" (one scale

@@ -1,6 +1,7 @@
 """Fused projections: several Linears that read the same input run as one GEMM (one launch, one read
 of the input), and the output is split back. Parameters are the concatenation of the originals, so
 the math is unchanged; a load hook still accepts checkpoints in the unfused layout."""
+
 from __future__ import annotations
 
 import torch
@@ -16,7 +17,7 @@ class FusedLinear(nn.Module):
         self.linear = nn.Linear(in_features, sum(split_sizes), bias=bias)
 
     @classmethod
-    def from_linears(cls, linears: list[nn.Linear]) -> "FusedLinear":
+    def from_linears(cls, linears: list[nn.Linear]) -> FusedLinear:
         first = linears[0]
         fused = cls(first.in_features, [m.out_features for m in linears], first.bias is not None)
         fused.to(device=first.weight.device, dtype=first.weight.dtype)

@@ -1,6 +1,7 @@
 """Per-dimension normalisation of a state or action feature from dataset statistics, as the reference
 implementations apply it: quantile (q01/q99 -> [-1, 1]), mean/std, or identity. openpi adds its epsilon to
 every denominator, LeRobot only to zero ones; `eps_always` says which."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,16 +21,19 @@ class Normalizer:
     eps_always: bool = True
 
     @classmethod
-    def from_stats(cls, mode: NormMode, stats: dict, eps: float = 1e-6, eps_always: bool = True,
-                   what: str = "feature") -> Normalizer:
+    def from_stats(
+        cls, mode: NormMode, stats: dict, eps: float = 1e-6, eps_always: bool = True, what: str = "feature"
+    ) -> Normalizer:
         """From a feature's statistics ({q01, q99} or {mean, std}); ValueError naming what is missing."""
         if mode == "identity":
             return cls()
         keys = ("q01", "q99") if mode == "quantile" else ("mean", "std")
         missing = [k for k in keys if k not in stats]
         if missing:
-            raise ValueError(f"{what}: {mode} normalisation needs {', '.join(keys)}, the statistics have "
-                             f"{', '.join(sorted(stats)) or 'none'}")
+            raise ValueError(
+                f"{what}: {mode} normalisation needs {', '.join(keys)}, the statistics have "
+                f"{', '.join(sorted(stats)) or 'none'}"
+            )
         low, high = (np.asarray(stats[k], dtype=np.float64).reshape(-1) for k in keys)
         return cls(mode, low, high, eps, eps_always)
 

@@ -4,6 +4,7 @@ Each function takes the torch_npu module as `backend` so that tests can substitu
 check the exact call (arguments, layout, mask convention) on a CPU; the CPU reference of the same
 math lives beside each one.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,17 @@ def fusion_attention(q, k, v, masked, scale: float, backend=None):
     kernel's convention (the opposite of our `bool_mask`)."""
     backend = backend or torch_npu_module()
     out = backend.npu_fusion_attention(
-        q, k, v, q.shape[1], "BNSD", atten_mask=masked, scale=scale, keep_prob=1.0,
-        pre_tockens=2**31 - 1, next_tockens=2**31 - 1)  # no sliding window: the mask says everything
+        q,
+        k,
+        v,
+        q.shape[1],
+        "BNSD",
+        atten_mask=masked,
+        scale=scale,
+        keep_prob=1.0,
+        pre_tockens=2**31 - 1,
+        next_tockens=2**31 - 1,
+    )  # no sliding window: the mask says everything
     return out[0]
 
 
@@ -61,6 +71,7 @@ class NpuGateUp(nn.Module):
     def forward(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])
-        gate, up = GroupedGateUp.apply(x2, self.gate_proj.weight, self.up_proj.weight,
-                                       self.backend or torch_npu_module())
+        gate, up = GroupedGateUp.apply(
+            x2, self.gate_proj.weight, self.up_proj.weight, self.backend or torch_npu_module()
+        )
         return gate.view(*shape[:-1], -1), up.view(*shape[:-1], -1)

@@ -5,6 +5,7 @@ wrapped so that its activations are dropped after forward and recomputed in back
 Patterns match segment by segment: `*` stands for exactly one name segment, so `vision.layers.*`
 matches `vision.layers.0` but not `vision.layers.0.mlp`.
 """
+
 from __future__ import annotations
 
 from fnmatch import fnmatchcase

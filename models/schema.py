@@ -11,6 +11,7 @@ lengths, `Match` for strings, `Expect` to word the expectation.
 It lives in models/ because model families declare their options with it and models/ never imports the
 harness; the harness reads its own files with the same loader.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,16 @@ import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", tuple: "list",
-               dict: "mapping", type(None): "null"}
+_TYPE_NAMES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "list",
+    tuple: "list",
+    dict: "mapping",
+    type(None): "null",
+}
 
 
 def describe(value: Any, limit: int = 60) -> str:
@@ -60,6 +69,7 @@ def join(prefix: str | None, key) -> str:
 
 # ----------------------------------------------------------------------------- checks added with Annotated
 
+
 @dataclass(frozen=True)
 class Bounds:
     """Numbers (or, on lists, lengths) within [low, high]; `open_low` excludes low itself (`> 0`)."""
@@ -79,7 +89,11 @@ class Bounds:
         if self.low == 1 and not self.open_low and self.high is None and noun == "integer":
             return "a positive integer"
         if self.low is not None and self.high is not None:
-            return f"an {noun} {self.low:g}..{self.high:g}" if noun == "integer" else f"a {noun} in [{self.low:g}, {self.high:g}]"
+            return (
+                f"an {noun} {self.low:g}..{self.high:g}"
+                if noun == "integer"
+                else f"a {noun} in [{self.low:g}, {self.high:g}]"
+            )
         if self.low is not None:
             article = "an" if noun == "integer" else "a"
             return f"{article} {noun} {'>' if self.open_low else '>='} {self.low:g}"
@@ -107,6 +121,7 @@ AT_LEAST_ONE = Bounds(1)
 
 
 # ----------------------------------------------------------------------------- the loader
+
 
 def parse(cls, data: Any, key: str | None = None):
     """`data` (a mapping) as an instance of the dataclass `cls`, checked field by field."""
@@ -232,7 +247,7 @@ def _parse_union(alternatives, value, key):
             return parse_value(alternative, value, key)
         except SchemaError:
             continue
-    raise SchemaError(key, expected_text(Union[tuple(alternatives)]), describe(value))
+    raise SchemaError(key, expected_text(Union[tuple(alternatives)]), describe(value))  # noqa: UP007 (built at run time)
 
 
 def _shape(tp) -> str | None:
@@ -290,8 +305,14 @@ def expected_text(tp, checks: tuple = ()) -> str:
     match = next((c for c in checks if isinstance(c, Match)), None)
     if match is not None:
         return match.what
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a non-empty string",
-            type(None): "null", Any: "a value"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a non-empty string",
+        type(None): "null",
+        Any: "a value",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 def _plural(tp) -> str:
@@ -318,5 +339,20 @@ def choices(literal) -> tuple:
     return get_args(literal)
 
 
-__all__ = ["AT_LEAST_ONE", "Bounds", "Expect", "Match", "NON_NEGATIVE", "POSITIVE", "SchemaError", "choices",
-           "describe", "expected_text", "join", "parse", "parse_fields", "parse_value", "to_plain"]
+__all__ = [
+    "AT_LEAST_ONE",
+    "Bounds",
+    "Expect",
+    "Match",
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "SchemaError",
+    "choices",
+    "describe",
+    "expected_text",
+    "join",
+    "parse",
+    "parse_fields",
+    "parse_value",
+    "to_plain",
+]

@@ -1,6 +1,7 @@
 """Prompt tokenizers for model families whose checkpoints come with a SentencePiece vocabulary (PaliGemma's
 for Pi0.5), and two that need no download: bytes (for tiny or random-weight models, where any fixed
 tokenisation serves) and a stand-in for a real vocabulary when measuring training speed without it."""
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ class StandInTokenizer:
         ids = [2] if add_bos else []
         for piece in self._PIECES.findall(text):
             for i in range(0, len(piece), 5):
-                ids.append(3 + zlib.crc32(piece[i:i + 5].encode()) % (self.vocab - 3))
+                ids.append(3 + zlib.crc32(piece[i : i + 5].encode()) % (self.vocab - 3))
         return ids
 
 
@@ -56,8 +57,10 @@ class SentencePieceTokenizer:
         try:
             import sentencepiece
         except ImportError:
-            raise ValueError("a SentencePiece tokenizer needs the sentencepiece package (pip install "
-                             "sentencepiece, or vlabench[sim])") from None
+            raise ValueError(
+                "a SentencePiece tokenizer needs the sentencepiece package (pip install "
+                "sentencepiece, or vlabench[sim])"
+            ) from None
         self.name = str(path)
         self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
 
@@ -74,6 +77,7 @@ def load_sentencepiece(spec: str, filename: str = "tokenizer.model") -> Sentence
         raise ValueError(f"tokenizer {spec!r}: expected a SentencePiece model file or a Hub id, got no such file")
     try:
         from huggingface_hub import hf_hub_download
+
         return SentencePieceTokenizer(hf_hub_download(spec, filename))
     except Exception as e:  # no network, gated repository, no huggingface_hub
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -4,6 +4,7 @@ robosuite 1.4.0's wheel is ~190 MB, mostly meshes of seven robots and pybullet d
 with a Panda on a Rethink mount: this keeps all code and XML files, and of the other asset files only those
 the Panda, its gripper and the mount reference. Usage: slim-robosuite-wheel.py IN.whl OUT_DIR
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,8 +34,11 @@ def main(src: str, out_dir: str) -> None:
     out = Path(out_dir) / src_path.name
     with zipfile.ZipFile(src_path) as wheel:
         keep = referenced_files(wheel)
-        names = [n for n in wheel.namelist()
-                 if not n.startswith(ASSETS) or n.endswith(".xml") or n.endswith("/") or n in keep]
+        names = [
+            n
+            for n in wheel.namelist()
+            if not n.startswith(ASSETS) or n.endswith(".xml") or n.endswith("/") or n in keep
+        ]
         record_name = next(n for n in names if n.endswith(".dist-info/RECORD"))
         rows = []
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as slim:

@@ -1,5 +1,6 @@
 """The Ascend A2 ladder: each rung equals the community path (tiny model, fp32, CPU), the NPU kernels
 build the intended calls (torch_npu substituted by a stand-in) and match a CPU reference."""
+
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,7 +49,9 @@ def unfuse(grads: dict) -> dict:
         if ".qkv_proj.linear." in name:
             q, kv = TINY.llm.heads * TINY.llm.head_dim, TINY.llm.kv_heads * TINY.llm.head_dim
             base = name.split(".qkv_proj.linear.")[0]
-            out[base + ".q_proj.weight"], out[base + ".k_proj.weight"], out[base + ".v_proj.weight"] = g.split([q, kv, kv])
+            out[base + ".q_proj.weight"], out[base + ".k_proj.weight"], out[base + ".v_proj.weight"] = g.split(
+                [q, kv, kv]
+            )
         elif ".gate_up.linear." in name:
             base = name.split(".gate_up.linear.")[0]
             out[base + ".gate_proj.weight"], out[base + ".up_proj.weight"] = g.chunk(2)
@@ -89,8 +92,14 @@ def test_ddp_static_holds_no_unused_parameters(batch):
 
 def test_fused_qkv_still_loads_separate_checkpoints(batch):
     plain = build({"recompute": "none"})
-    fused = FAMILY.build("tiny", parse_options({"recompute": "none", "fused_qkv": True, "fused_gate_up": True}),
-                         WORKLOAD, "cpu", torch.float32, seed=1).model  # other weights
+    fused = FAMILY.build(
+        "tiny",
+        parse_options({"recompute": "none", "fused_qkv": True, "fused_gate_up": True}),
+        WORKLOAD,
+        "cpu",
+        torch.float32,
+        seed=1,
+    ).model  # other weights
     fused.load_state_dict(plain.state_dict())
     with torch.no_grad():
         assert torch.equal(FAMILY.loss(fused, batch), FAMILY.loss(plain, batch))
@@ -115,11 +124,21 @@ class FakeTorchNpu:
     def __init__(self):
         self.calls = []
 
-    def npu_fusion_attention(self, q, k, v, head_num, input_layout, *, atten_mask, scale, keep_prob,
-                             pre_tockens, next_tockens):
-        self.calls.append(dict(head_num=head_num, input_layout=input_layout, atten_mask=atten_mask, scale=scale,
-                               keep_prob=keep_prob, pre_tockens=pre_tockens, next_tockens=next_tockens,
-                               kv_heads=k.shape[1]))
+    def npu_fusion_attention(
+        self, q, k, v, head_num, input_layout, *, atten_mask, scale, keep_prob, pre_tockens, next_tockens
+    ):
+        self.calls.append(
+            dict(
+                head_num=head_num,
+                input_layout=input_layout,
+                atten_mask=atten_mask,
+                scale=scale,
+                keep_prob=keep_prob,
+                pre_tockens=pre_tockens,
+                next_tockens=next_tockens,
+                kv_heads=k.shape[1],
+            )
+        )
         k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // v.shape[1], 1)
         scores = (q @ k.transpose(2, 3) * scale).masked_fill(atten_mask, float("-inf"))
         return (torch.nan_to_num(scores.softmax(-1)) @ v, None)
@@ -164,10 +183,14 @@ def test_grouped_gate_up_forward_and_hand_written_backward():
     for mine, ref in zip(grads, [x.grad, gate.weight.grad, up.weight.grad]):
         assert torch.allclose(mine, ref, atol=1e-5)
     assert len(fake.calls) == 3  # forward, input gradients, weight gradients: each one grouped call
-    assert torch.autograd.gradcheck(lambda a, wg, wu: GroupedGateUp.apply(a, wg, wu, fake),
-                                    (torch.randn(4, 6, dtype=torch.double, requires_grad=True),
-                                     torch.randn(5, 6, dtype=torch.double, requires_grad=True),
-                                     torch.randn(5, 6, dtype=torch.double, requires_grad=True)))
+    assert torch.autograd.gradcheck(
+        lambda a, wg, wu: GroupedGateUp.apply(a, wg, wu, fake),
+        (
+            torch.randn(4, 6, dtype=torch.double, requires_grad=True),
+            torch.randn(5, 6, dtype=torch.double, requires_grad=True),
+            torch.randn(5, 6, dtype=torch.double, requires_grad=True),
+        ),
+    )
 
 
 def test_ascend_target_and_allocator():

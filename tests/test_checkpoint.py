@@ -1,12 +1,23 @@
 """Pi0.5 checkpoints in the openpi and LeRobot safetensors layouts load onto our modules exactly."""
+
 import json
 
 import pytest
 import torch
 
 from models.pi05 import FULL, TINY, Pi05Model, init_weights
-from models.pi05.checkpoint import (EMBED_KEY, LAYOUTS, LM_HEAD_KEY, CheckpointError, load_pi05, read_checkpoint,
-                                    reference_names, save_checkpoint, to_our_state_dict, to_reference_state_dict)
+from models.pi05.checkpoint import (
+    EMBED_KEY,
+    LAYOUTS,
+    LM_HEAD_KEY,
+    CheckpointError,
+    load_pi05,
+    read_checkpoint,
+    reference_names,
+    save_checkpoint,
+    to_our_state_dict,
+    to_reference_state_dict,
+)
 
 pytest.importorskip("safetensors", reason="checkpoint loading needs safetensors (vlabench[dev] or [sim])")
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -46,25 +57,17 @@ def test_full_size_names_match_the_reference_layout():
     assert set(names) == set(model.state_dict())  # every parameter has exactly one reference name
     assert len(set(names.values())) == len(names) == 811  # lerobot/pi05_base: 812 tensors incl. 2 lm_heads - 1
     expected = {  # real key names of the openpi / LeRobot modules
-        "vision.patch_embed.weight":
-            "paligemma_with_expert.paligemma.model.vision_tower.vision_model.embeddings.patch_embedding.weight",
-        "vision.pos_embed.weight":
-            "paligemma_with_expert.paligemma.model.vision_tower.vision_model.embeddings.position_embedding.weight",
-        "vision.layers.26.attn.q_proj.bias":
-            "paligemma_with_expert.paligemma.model.vision_tower.vision_model.encoder.layers.26.self_attn.q_proj.bias",
-        "vision.layers.0.norm2.weight":
-            "paligemma_with_expert.paligemma.model.vision_tower.vision_model.encoder.layers.0.layer_norm2.weight",
+        "vision.patch_embed.weight": "paligemma_with_expert.paligemma.model.vision_tower.vision_model.embeddings.patch_embedding.weight",
+        "vision.pos_embed.weight": "paligemma_with_expert.paligemma.model.vision_tower.vision_model.embeddings.position_embedding.weight",
+        "vision.layers.26.attn.q_proj.bias": "paligemma_with_expert.paligemma.model.vision_tower.vision_model.encoder.layers.26.self_attn.q_proj.bias",
+        "vision.layers.0.norm2.weight": "paligemma_with_expert.paligemma.model.vision_tower.vision_model.encoder.layers.0.layer_norm2.weight",
         "vision.post_norm.bias": "paligemma_with_expert.paligemma.model.vision_tower.vision_model.post_layernorm.bias",
         "vision.projector.weight": "paligemma_with_expert.paligemma.model.multi_modal_projector.linear.weight",
         "text_embed.embed_tokens.weight": "paligemma_with_expert.paligemma.model.language_model.embed_tokens.weight",
-        "backbone.layers.17.prefix.input_norm.weight":
-            "paligemma_with_expert.paligemma.model.language_model.layers.17.input_layernorm.weight",
-        "backbone.layers.3.prefix.mlp.gate_proj.weight":
-            "paligemma_with_expert.paligemma.model.language_model.layers.3.mlp.gate_proj.weight",
-        "backbone.layers.0.suffix.q_proj.weight":
-            "paligemma_with_expert.gemma_expert.model.layers.0.self_attn.q_proj.weight",
-        "backbone.layers.5.suffix.post_norm.dense.bias":
-            "paligemma_with_expert.gemma_expert.model.layers.5.post_attention_layernorm.dense.bias",
+        "backbone.layers.17.prefix.input_norm.weight": "paligemma_with_expert.paligemma.model.language_model.layers.17.input_layernorm.weight",
+        "backbone.layers.3.prefix.mlp.gate_proj.weight": "paligemma_with_expert.paligemma.model.language_model.layers.3.mlp.gate_proj.weight",
+        "backbone.layers.0.suffix.q_proj.weight": "paligemma_with_expert.gemma_expert.model.layers.0.self_attn.q_proj.weight",
+        "backbone.layers.5.suffix.post_norm.dense.bias": "paligemma_with_expert.gemma_expert.model.layers.5.post_attention_layernorm.dense.bias",
         "backbone.prefix_norm.weight": "paligemma_with_expert.paligemma.model.language_model.norm.weight",
         "backbone.suffix_norm.dense.weight": "paligemma_with_expert.gemma_expert.model.norm.dense.weight",
         "suffix_embed.action_in.weight": "action_in_proj.weight",
@@ -110,6 +113,7 @@ def test_sharded_checkpoint(tiny, tmp_path):
     for name, part in shards.items():
         save_file({k: ref[k] for k in part}, str(tmp_path / name))
     (tmp_path / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {k: name for name, part in shards.items() for k in part}}))
+        json.dumps({"weight_map": {k: name for name, part in shards.items() for k in part}})
+    )
     model, size, layout = load_pi05(tmp_path)
     assert layout == "lerobot" and torch.equal(model.action_out.weight, tiny.action_out.weight)

@@ -1,5 +1,6 @@
 """Published figures as data, per-hardware comparison tables and verdicts, on a frozen H200 ladder result
 (tests/fixtures): what each test expects is derived from the fixture, not typed in."""
+
 import copy
 import csv
 import dataclasses
@@ -60,7 +61,9 @@ def test_every_published_figure_is_data_with_what_it_covers():
     assert gr00t.value == 2.3 and gr00t.covers["hardware"] == "A800 80G" and gr00t.covers["device_count"] == 8
     tokens = f["loongforge-gr00t-tokens-per-gpu"].derived_from
     assert (tokens["from"], tokens["to"], tokens["unit"]) == (842, 1936, "tokens/s/GPU")
-    libero = {k: f[f"{who}-pi05-libero-{k}"].value for who in ("loongforge",) for k in ("spatial", "object", "goal", "10")}
+    libero = {
+        k: f[f"{who}-pi05-libero-{k}"].value for who in ("loongforge",) for k in ("spatial", "object", "goal", "10")
+    }
     assert libero == {"spatial": 99.6, "object": 99.6, "goal": 98.8, "10": 97.0}
     community = [f[f"community-pi05-libero-{k}"].value for k in ("spatial", "object", "goal", "10")]
     assert community == [97.0, 99.0, 98.0, 96.0]
@@ -76,19 +79,29 @@ def test_tolerances():
     assert parse_tolerance("ten") is None and parse_tolerance(5) is None
 
 
-GOOD_FIGURE = {"id": "f1", "label": "l", "metric": "speedup", "unit": "x", "value": 1.5, "tolerance": "5%",
-               "covers": {"what": "x", "batch": 1, "hardware": "y", "device_count": 1},
-               "ours": {"scenario": "s", "from_rung": "a", "to_rung": "b"}}
+GOOD_FIGURE = {
+    "id": "f1",
+    "label": "l",
+    "metric": "speedup",
+    "unit": "x",
+    "value": 1.5,
+    "tolerance": "5%",
+    "covers": {"what": "x", "batch": 1, "hardware": "y", "device_count": 1},
+    "ours": {"scenario": "s", "from_rung": "a", "to_rung": "b"},
+}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({}, None),
-    ({"tolerance": "ten"}, "figures.f1.tolerance: expected a relative tolerance like 10%"),
-    ({"covers": {"what": "x", "batch": 1, "hardware": "y"}}, "covers.device_count: expected the stated value"),
-    ({"not_comparable": "nope"}, "figures.f1: expected exactly one of `ours`"),
-    ({"derived_from": {"from": 10, "to": 20}}, "figures.f1.value: expected to / from = 2.000"),
-    ({"ours": {"scenario": "s", "rung": "a"}}, "figures.f1.ours.from_rung: expected a name"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({}, None),
+        ({"tolerance": "ten"}, "figures.f1.tolerance: expected a relative tolerance like 10%"),
+        ({"covers": {"what": "x", "batch": 1, "hardware": "y"}}, "covers.device_count: expected the stated value"),
+        ({"not_comparable": "nope"}, "figures.f1: expected exactly one of `ours`"),
+        ({"derived_from": {"from": 10, "to": 20}}, "figures.f1.value: expected to / from = 2.000"),
+        ({"ours": {"scenario": "s", "rung": "a"}}, "figures.f1.ours.from_rung: expected a name"),
+    ],
+)
 def test_published_file_errors_name_the_file_and_key(change, message, tmp_path):
     path = tmp_path / "f.yaml"
     path.write_text(yaml.safe_dump({"source": "s", "transcribed_from": "t", "figures": [{**GOOD_FIGURE, **change}]}))
@@ -104,15 +117,18 @@ def test_h200_verdicts(h200):
     _, result = h200
     items = compare.verdicts([h200], list(FIGURES.values()))
     assert len({v.figure.id for v in items}) == len(FIGURES)  # a verdict for every figure
-    for figure_id, to_rung in (("loongforge-pi05-bf16-speedup", "compile-per-layer"),
-                               ("loongforge-pi05-fp8-speedup", "fp8"),
-                               ("loongforge-readme-pi05-vs-openpi", "compile-per-layer")):
+    for figure_id, to_rung in (
+        ("loongforge-pi05-bf16-speedup", "compile-per-layer"),
+        ("loongforge-pi05-fp8-speedup", "fp8"),
+        ("loongforge-readme-pi05-vs-openpi", "compile-per-layer"),
+    ):
         v, ours = verdict_of(items, figure_id), ratio(result, to_rung)
         assert v.column == "h200" and float(v.ours.rstrip("x")) == pytest.approx(ours, abs=0.005)
         assert v.verdict == (compare.REPRODUCED if within(ours, FIGURES[figure_id]) else compare.NOT_REPRODUCED)
     backbone = verdict_of(items, "loongforge-pi05-compile-backbone")  # a rung over the rung before it
-    assert float(backbone.ours.rstrip("x")) == pytest.approx(ratio(result, "compile-backbone", "prune-empty-cameras"),
-                                                             abs=0.005)
+    assert float(backbone.ours.rstrip("x")) == pytest.approx(
+        ratio(result, "compile-backbone", "prune-empty-cameras"), abs=0.005
+    )
     absolute = verdict_of(items, "loongforge-pi05-bf16-throughput")
     assert absolute.verdict == compare.NOT_COMPARABLE and absolute.why == "an absolute figure on hardware not stated"
     assert float(absolute.ours.split()[0]) == pytest.approx(rate(result, "compile-per-layer"), abs=0.005)
@@ -127,8 +143,9 @@ def test_not_reproduced_below_tolerance(h200):
     slower = copy.deepcopy(result)
     fp8 = next(r for r in slower["rungs"] if r["name"] == "fp8")
     fp8["samples_per_s"] = rate(result, "community") * 2.5  # 2.5x < 3.00x - 10%
-    v = verdict_of(compare.verdicts([(path, slower)], [FIGURES["loongforge-pi05-fp8-speedup"]]),
-                   "loongforge-pi05-fp8-speedup")
+    v = verdict_of(
+        compare.verdicts([(path, slower)], [FIGURES["loongforge-pi05-fp8-speedup"]]), "loongforge-pi05-fp8-speedup"
+    )
     assert v.verdict == compare.NOT_REPRODUCED and v.ours == "2.50x"
 
 
@@ -147,13 +164,15 @@ def cpu_result(h200_result, scenario="pi05-loongforge"):
 def test_per_hardware_table_has_a_column_pair_per_target(h200):
     path, result = h200
     results = [(path, result), ("runs/cpu.json", cpu_result(result))]
-    headers, rows = compare.comparison_table("pi05-loongforge", compare.columns(results)["pi05-loongforge"],
-                                             list(FIGURES.values()))
+    headers, rows = compare.comparison_table(
+        "pi05-loongforge", compare.columns(results)["pi05-loongforge"], list(FIGURES.values())
+    )
     assert headers == ["rung", "h200 samples/s", "h200 speedup", "cpu samples/s", "cpu speedup", "published"]
     by_rung = {r[0]: r for r in rows}
     community = rate(result, "community")
-    assert [float(by_rung["community"][1]), float(by_rung["community"][3])] == pytest.approx([community, community / 10],
-                                                                                             abs=0.005)
+    assert [float(by_rung["community"][1]), float(by_rung["community"][3])] == pytest.approx(
+        [community, community / 10], abs=0.005
+    )
     assert by_rung["community"][2] == by_rung["community"][4] == "1.00x"
     assert float(by_rung["fp8"][2].rstrip("x")) == pytest.approx(ratio(result, "fp8"), abs=0.005)
     assert by_rung["fp8"][3:5] == ["unsupported", ""]
@@ -168,8 +187,10 @@ def test_absolute_figures_compare_only_like_for_like(h200):
     ascend = cpu_result(result, "pi05-ascend")
     ascend["target"].update(name="ascend-a2", device_name="Ascend910B3")
     ascend["workload"].update(model_size="full", batch_size=64)
-    ascend["rungs"] = [dict(result["rungs"][0], name="community"),
-                       dict(result["rungs"][1], name="no-outer-suffix-checkpoint", step_time_s=5.5)]
+    ascend["rungs"] = [
+        dict(result["rungs"][0], name="community"),
+        dict(result["rungs"][1], name="no-outer-suffix-checkpoint", step_time_s=5.5),
+    ]
     step = FIGURES["ascend-pi05-step-time"]
     (v,) = compare.verdicts([("a.json", ascend)], [step])
     assert v.verdict == compare.NOT_COMPARABLE and v.why == "theirs on 2 devices, ours on 1"
@@ -213,9 +234,15 @@ def test_cli_compare_prints_verdicts_and_writes_markdown_and_csv(tmp_path, capsy
 
 def test_cli_compare_sets_evaluation_success_rates_beside_published_ones(tmp_path, capsys, h200):
     _, result = h200
-    evaluated = dict(result, kind="eval", rungs=[], success_rate={
-        "libero_10": {"successes": 482, "trials": 500, "rate": 0.964, "wilson_low": 0.94, "wilson_high": 0.98},
-        "libero_10/0": {"successes": 49, "trials": 50, "rate": 0.98, "wilson_low": 0.9, "wilson_high": 1.0}})
+    evaluated = dict(
+        result,
+        kind="eval",
+        rungs=[],
+        success_rate={
+            "libero_10": {"successes": 482, "trials": 500, "rate": 0.964, "wilson_low": 0.94, "wilson_high": 0.98},
+            "libero_10/0": {"successes": 49, "trials": 50, "rate": 0.98, "wilson_low": 0.9, "wilson_high": 1.0},
+        },
+    )
     path = tmp_path / "eval.json"
     path.write_text(json.dumps(evaluated))
     assert main(["compare", str(path), "--published", "--out", str(tmp_path)]) == 0
@@ -228,10 +255,17 @@ def test_cli_compare_sets_evaluation_success_rates_beside_published_ones(tmp_pat
 
 def test_an_untrained_policy_is_not_compared_with_published_success(h200):
     _, result = h200
-    evaluated = dict(result, kind="eval", rungs=[], policy={"name": "pi05", "checkpoint": "random", "model_size": "full"},
-                     success_rate={"libero_spatial": {"successes": 0, "trials": 10, "rate": 0.0}})
+    evaluated = dict(
+        result,
+        kind="eval",
+        rungs=[],
+        policy={"name": "pi05", "checkpoint": "random", "model_size": "full"},
+        success_rate={"libero_spatial": {"successes": 0, "trials": 10, "rate": 0.0}},
+    )
     (v,) = compare.verdicts([("e.json", evaluated)], [FIGURES["community-pi05-libero-spatial"]])
     assert v.verdict == compare.NOT_COMPARABLE and v.why.startswith("the evaluated policy is pi05 (random weights")
     trained = dict(evaluated, policy={"name": "pi05", "checkpoint": "lerobot/pi05_libero", "model_size": "full"})
-    assert compare.verdicts([("e.json", trained)], [FIGURES["community-pi05-libero-spatial"]])[0].verdict == \
-        compare.NOT_REPRODUCED
+    assert (
+        compare.verdicts([("e.json", trained)], [FIGURES["community-pi05-libero-spatial"]])[0].verdict
+        == compare.NOT_REPRODUCED
+    )

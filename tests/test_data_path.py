@@ -1,6 +1,7 @@
 """The data path inside the timed step: a LeRobot-format dataset (written here, never committed) read by the
 community loader and the asynchronous pipeline; both give the same batches and the same losses, the step's
 wait for data is recorded, and a missing dataset is one line, not a crashed rung per rung."""
+
 import json
 from pathlib import Path
 
@@ -8,10 +9,10 @@ import pytest
 import torch
 
 from harness.cli import main
+from harness.data import lerobot_format as fmt
 from harness.data.pipeline import BatchSource, DatasetFeed, DataSpec, LoaderOptions
 from harness.data.synthetic import synthetic_episodes
 from harness.data.writer import write_dataset
-from harness.data import lerobot_format as fmt
 from harness.results import load_result
 from models.pi05 import FAMILY
 
@@ -28,8 +29,16 @@ def dataset(tmp_path_factory):
 
 def feed(dataset, kind, workers=1):
     spec = DataSpec(dataset=str(dataset))
-    return DatasetFeed(spec, LoaderOptions(kind=kind, workers=workers), FAMILY, "tiny", WORKLOAD,
-                       torch.device("cpu"), torch.float32, seed=0)
+    return DatasetFeed(
+        spec,
+        LoaderOptions(kind=kind, workers=workers),
+        FAMILY,
+        "tiny",
+        WORKLOAD,
+        torch.device("cpu"),
+        torch.float32,
+        seed=0,
+    )
 
 
 def test_both_loaders_give_the_same_batches(dataset):
@@ -53,8 +62,8 @@ def test_sample_order_is_a_seeded_permutation_per_epoch(dataset):
 
     n = 5
     order = [i for _, i in zip(range(3 * n), EpochPermutations(n, seed=3))]
-    assert all(sorted(order[e * n:(e + 1) * n]) == list(range(n)) for e in range(3))  # each epoch is a permutation
-    assert order[:n] != order[n:2 * n] or order[n:2 * n] != order[2 * n:]  # epochs are reshuffled
+    assert all(sorted(order[e * n : (e + 1) * n]) == list(range(n)) for e in range(3))  # each epoch is a permutation
+    assert order[:n] != order[n : 2 * n] or order[n : 2 * n] != order[2 * n :]  # epochs are reshuffled
     assert order == [i for _, i in zip(range(3 * n), EpochPermutations(n, seed=3))]
 
 
@@ -68,8 +77,15 @@ def test_async_pipeline_hands_back_an_error_of_its_thread(dataset):
     from models.pi05.processor import Pi05Processor
 
     data = LeRobotV3Dataset(dataset, action_horizon=4)
-    source = BatchSource(data, 2, LoaderOptions(kind="async", workers=0),
-                         partial(Pi05Processor.collate, cameras=tuple(data.cameras)), broken, torch.device("cpu"), 0)
+    source = BatchSource(
+        data,
+        2,
+        LoaderOptions(kind="async", workers=0),
+        partial(Pi05Processor.collate, cameras=tuple(data.cameras)),
+        broken,
+        torch.device("cpu"),
+        0,
+    )
     with pytest.raises(ValueError, match="preprocessing failed"):
         source.next()
     source.close()
@@ -122,11 +138,26 @@ def test_a_missing_dataset_is_one_line_before_any_rung_runs(tmp_path, capsys):
 def test_the_data_scenario_runs_on_a_fresh_cpu_machine(dataset, tmp_path, capsys):
     """The documented flow: make a dataset, run scenarios/pi05-data.yaml on the cpu target with --dataset."""
     made = tmp_path / "made"
-    assert main(["make-dataset", "--source", "synthetic", "--episodes", "3", "--image-size", "64",
-                 "--out", str(made)]) == 0
+    assert (
+        main(["make-dataset", "--source", "synthetic", "--episodes", "3", "--image-size", "64", "--out", str(made)])
+        == 0
+    )
     out = tmp_path / "r.json"
-    assert main(["run", str(ROOT / "scenarios/pi05-data.yaml"), "--target", "cpu", "--dataset", str(made),
-                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "run",
+                str(ROOT / "scenarios/pi05-data.yaml"),
+                "--target",
+                "cpu",
+                "--dataset",
+                str(made),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     result = json.loads(out.read_text())
     assert [r["status"] for r in result["rungs"]] == ["ok", "ok", "ok"]
     assert result["workload"]["data"]["dataset"] == str(made)

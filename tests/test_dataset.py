@@ -1,5 +1,6 @@
 """The LeRobotDataset v3.0 writer and reader (harness/data): what is written is what is read, the layout is
 LeRobot's, broken datasets fail with one line naming the file, and `vlabench make-dataset` is atomic."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def marked_episode(e: int, length: int) -> Episode:
         frames = np.empty((length, SIZE, SIZE, 3), np.uint8)
         for k in range(length):
             bx, by = (7 * k + 20 * c) % SIZE, (5 * k + 9 * e) % SIZE
-            bars = 120 * np.exp(-(xx - bx) ** 2 / 18) - 90 * np.exp(-(yy - by) ** 2 / 18)
+            bars = 120 * np.exp(-((xx - bx) ** 2) / 18) - 90 * np.exp(-((yy - by) ** 2) / 18)
             level = np.full_like(xx, 30 + (37 * k + 11 * e) % 150)
             frames[k] = np.clip(np.stack([60 + 2 * xx + 30 * c + bars, 40 + 2 * yy + bars, level + bars], -1), 0, 255)
         cams[key] = frames
@@ -68,12 +69,15 @@ def test_reader_returns_what_was_written(written):
             assert s["timestamp"] == pytest.approx(k / 10)
             torch.testing.assert_close(s["observation.state"], torch.from_numpy(ep.state[k]))
             valid = min(5, len(ep.state) - k)
-            torch.testing.assert_close(s["action"][:valid], torch.from_numpy(ep.action[k:k + valid]))
+            torch.testing.assert_close(s["action"][:valid], torch.from_numpy(ep.action[k : k + valid]))
             for key in fmt.LIBERO_CAMERAS:
                 got = s[key]
                 assert got.dtype == torch.uint8 and got.shape == (SIZE, SIZE, 3)
-                err = {d: np.abs(got.numpy().astype(int) - ep.frames[key][k + d]).mean()
-                       for d in (-1, 0, 1) if 0 <= k + d < len(ep.state)}
+                err = {
+                    d: np.abs(got.numpy().astype(int) - ep.frames[key][k + d]).mean()
+                    for d in (-1, 0, 1)
+                    if 0 <= k + d < len(ep.state)
+                }
                 assert err[0] < 5, (e, k, key, err)  # AV1 at CRF 30 is lossy, but not by much
                 assert all(err[0] < err[d] / 3 for d in err if d), (e, k, key, err)  # and not off by one
             i += 1
@@ -98,8 +102,16 @@ def test_layout_info_and_stats_are_lerobots(written):
     assert info["codebase_version"] == "v3.0" and info["fps"] == 10 and info["splits"] == {"train": "0:3"}
     assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (3, sum(LENGTHS), 2)
     features = info["features"]
-    assert list(features) == [*fmt.LIBERO_CAMERAS, "observation.state", "action", "timestamp", "frame_index",
-                              "episode_index", "index", "task_index"]
+    assert list(features) == [
+        *fmt.LIBERO_CAMERAS,
+        "observation.state",
+        "action",
+        "timestamp",
+        "frame_index",
+        "episode_index",
+        "index",
+        "task_index",
+    ]
     for key in fmt.LIBERO_CAMERAS:
         assert features[key]["dtype"] == "video" and features[key]["shape"] == [SIZE, SIZE, 3]
         assert features[key]["info"]["video.codec"] == "av1" and features[key]["info"]["video.height"] == SIZE
@@ -139,13 +151,17 @@ def test_files_roll_over_at_their_size_limit(tmp_path):
     settings = WriteSettings(data_files_size_in_mb=0.001, video_files_size_in_mb=0.001, chunks_size=2)
     write_dataset(tmp_path / "ds", iter(episodes), fmt.libero_features(SIZE), settings)
     files = sorted(p.relative_to(tmp_path / "ds").as_posix() for p in (tmp_path / "ds").rglob("file-*.*"))
-    assert "data/chunk-001/file-000.parquet" in files and \
-        "videos/observation.images.wrist_image/chunk-001/file-000.mp4" in files  # 3 files, 2 per chunk
+    assert (
+        "data/chunk-001/file-000.parquet" in files
+        and "videos/observation.images.wrist_image/chunk-001/file-000.mp4" in files
+    )  # 3 files, 2 per chunk
     ds = LeRobotV3Dataset(tmp_path / "ds")
     s = ds[LENGTHS[0] + LENGTHS[1] + 4]
     torch.testing.assert_close(s["observation.state"], torch.from_numpy(episodes[2].state[4]))
-    assert np.abs(s["observation.images.image"].numpy().astype(int) - episodes[2].frames[fmt.LIBERO_CAMERAS[0]][4]
-                  ).mean() < 5
+    assert (
+        np.abs(s["observation.images.image"].numpy().astype(int) - episodes[2].frames[fmt.LIBERO_CAMERAS[0]][4]).mean()
+        < 5
+    )
 
 
 @pytest.fixture
@@ -179,12 +195,18 @@ def test_missing_data_file_fails_with_one_line(copy_of):
     assert "expected the frames of episodes 0-2" in one_line_error(excinfo, str(data))
 
 
-@pytest.mark.parametrize("change, key, expected", [
-    (lambda f: f["observation.images.image"].update(shape=[32, 32, 3]),
-     "features.observation.images.image.shape", f"expected [{SIZE}, {SIZE}, 3]"),
-    (lambda f: f["observation.state"].update(shape=[9]), "features.observation.state.shape", "expected [8]"),
-    (lambda f: f.pop("action"), "features.action", "expected a float32 feature"),
-])
+@pytest.mark.parametrize(
+    "change, key, expected",
+    [
+        (
+            lambda f: f["observation.images.image"].update(shape=[32, 32, 3]),
+            "features.observation.images.image.shape",
+            f"expected [{SIZE}, {SIZE}, 3]",
+        ),
+        (lambda f: f["observation.state"].update(shape=[9]), "features.observation.state.shape", "expected [8]"),
+        (lambda f: f.pop("action"), "features.action", "expected a float32 feature"),
+    ],
+)
 def test_wrong_info_json_fails_with_one_line(copy_of, change, key, expected):
     path = copy_of / fmt.INFO_PATH
     info = json.loads(path.read_text())
@@ -213,8 +235,9 @@ def test_dataloader_workers_decode_and_report_errors_in_one_line(copy_of):
     with pytest.raises(DatasetError) as excinfo:
         wrapped.reraise()
     text = one_line_error(excinfo, str(video))
-    assert text.endswith("expected a readable MP4 with a video stream, got InvalidDataError: Invalid data found "
-                         "when processing input")
+    assert text.endswith(
+        "expected a readable MP4 with a video stream, got InvalidDataError: Invalid data found when processing input"
+    )
 
 
 def test_writer_rejects_an_episode_that_does_not_fit_the_features(tmp_path):

@@ -1,4 +1,5 @@
 """Data-parallel rungs: two gloo processes on the CPU train exactly like one process on the global batch."""
+
 import os
 import socket
 
@@ -8,13 +9,28 @@ import torch.multiprocessing as mp
 
 from harness.hardware import get_target
 from harness.rung import build
-from harness.runner import rung_command, run_scenario
+from harness.runner import run_scenario, rung_command
 from harness.scenario import load_scenario
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 16, "action_horizon": 4, "warmup_steps": 1,
-            "timed_steps": 2, "seed": 0, "dtype": "fp32", "lr": 1e-3, "model_size": "tiny"}
-SPEC = {"model": "pi05", "backend": "cpu", "workload": WORKLOAD, "peak_flops": None,
-        "options": {"camera_slots": "auto", "recompute": "none"}}
+WORKLOAD = {
+    "batch_size": 2,
+    "cameras": 2,
+    "text_tokens": 16,
+    "action_horizon": 4,
+    "warmup_steps": 1,
+    "timed_steps": 2,
+    "seed": 0,
+    "dtype": "fp32",
+    "lr": 1e-3,
+    "model_size": "tiny",
+}
+SPEC = {
+    "model": "pi05",
+    "backend": "cpu",
+    "workload": WORKLOAD,
+    "peak_flops": None,
+    "options": {"camera_slots": "auto", "recompute": "none"},
+}
 
 
 def free_port() -> int:
@@ -33,9 +49,11 @@ def one_step(spec):
 
 
 def rank_main(rank, world, port, out, spec=SPEC):
-    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
+    os.environ.update(
+        WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     import torch.distributed as dist
+
     loss, grads = one_step(spec)
     losses = [None] * world
     dist.all_gather_object(losses, float(loss))
@@ -63,8 +81,13 @@ def test_bucketed_all_reduce_gives_the_gradients_of_ddp(tmp_path):
     """Two gloo processes, LoongForge's gradient communication (reverse-order contiguous buckets, one async
     all-reduce per bucket in fp32 here so the comparison is exact; small buckets so there are several) against
     torch's DDP on the same shards: the same averaged gradients."""
-    buckets = {**SPEC, "options": {**SPEC["options"],
-                                   "ddp": {"implementation": "buckets", "bucket_cap_mb": 0.05, "bucket_dtype": "fp32"}}}
+    buckets = {
+        **SPEC,
+        "options": {
+            **SPEC["options"],
+            "ddp": {"implementation": "buckets", "bucket_cap_mb": 0.05, "bucket_dtype": "fp32"},
+        },
+    }
     results = {}
     for name, spec in (("ddp", SPEC), ("buckets", buckets)):
         out = tmp_path / f"{name}.pt"
@@ -120,8 +143,9 @@ ladder:
 targets:
   cpu: {model_size: tiny}
 """)
-    result = run_scenario(load_scenario(path), get_target("cpu"), tmp_path / "r.json", ["test"], nproc=2,
-                          progress=lambda _: None)
+    result = run_scenario(
+        load_scenario(path), get_target("cpu"), tmp_path / "r.json", ["test"], nproc=2, progress=lambda _: None
+    )
     rung = result["rungs"][0]
     assert rung["status"] == "ok", rung.get("reason")
     assert rung["world_size"] == 2 and len(rung["per_rank_step_times_s"]) == 2

@@ -3,6 +3,7 @@
 On CPU flex runs forward only (eager, unfused), so forward parity is tested here on the tiny model;
 gradients need a GPU and are tested only where one exists.
 """
+
 import pytest
 import torch
 
@@ -25,8 +26,9 @@ def tiny(attention, device="cpu", seed=0):
 
 def batch(device="cpu", seed=1):
     gen = torch.Generator().manual_seed(seed)
-    b = make_batch(TINY, WORKLOAD["batch_size"], WORKLOAD["cameras"], WORKLOAD["text_tokens"],
-                   WORKLOAD["action_horizon"], gen)
+    b = make_batch(
+        TINY, WORKLOAD["batch_size"], WORKLOAD["cameras"], WORKLOAD["text_tokens"], WORKLOAD["action_horizon"], gen
+    )
     b["image_masks"][1, 1] = False  # a camera missing in one sample: masked, unlike the other row
     return to_device(b, device, torch.float32)
 
@@ -37,7 +39,7 @@ def random_mask(b, tk, tq, gen):
     pad_k[:, -tq:] = True
     pad_k[0, 10:26] = False  # a whole masked image slot
     cum_k = torch.zeros((b, tk), dtype=torch.int32)
-    cum_k[:, tk - tq:] = 1
+    cum_k[:, tk - tq :] = 1
     return pad_k, cum_k
 
 
@@ -105,11 +107,13 @@ def test_eager_activation_bytes_are_what_autograd_saves():
     mask = prepare_mask("eager", pad_q, cum_q, pad_k, cum_k, torch.bfloat16)
 
     saved = {}
+
     def pack(t):
         saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
+
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        eager_attention(q, k, v, mask, dim ** -0.5)
+        eager_attention(q, k, v, mask, dim**-0.5)
     # flex keeps q, k and v too; everything else eager saved is the extra activation
     both = sum(t.numel() * t.element_size() for t in (q, k, v))
     assert sum(saved.values()) - both == eager_attention_activation_bytes(b, heads, tq, tk, 2, head_dim=dim)

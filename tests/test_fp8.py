@@ -1,5 +1,6 @@
 """FP8 linears: which layers are converted (no FP8 hardware needed), and torchao's conversion of
 exactly those, emulated on CPU where torchao is installed."""
+
 import importlib.util
 import sys
 
@@ -11,13 +12,14 @@ from models.fp8 import MIN_FEATURES, apply_fp8, fp8_candidates, fp8_filter
 from models.pi05 import FAMILY, FULL, TINY, Pi05Model, parse_options
 from models.pi05.batch import make_batch, to_device
 
-needs_torchao = pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
-                                   reason="torchao is not installed (pip install vlabench[fp8])")
-
 # Pi0.5's linears that run once per sample on the flow-time condition rather than once per token:
 # a GEMM of B rows gains nothing from FP8, and adaRMS scale/shift/gate modulate every expert layer.
-# techniques.py should pass the same patterns as `skip` for the fp8 option.
+# techniques.py passes the same patterns as `skip` for the fp8 option.
 from models.pi05.techniques import FP8_SKIP as PI05_SKIP
+
+needs_torchao = pytest.mark.skipif(
+    importlib.util.find_spec("torchao") is None, reason="torchao is not installed (pip install vlabench[fp8])"
+)
 
 
 def expected_full() -> set[str]:
@@ -30,8 +32,10 @@ def expected_full() -> set[str]:
         names |= {f"vision.layers.{i}.mlp.fc1", f"vision.layers.{i}.mlp.fc2"}
     for i in range(FULL.llm.layers):
         for stream in ("prefix", "suffix"):
-            names |= {f"backbone.layers.{i}.{stream}.{p}"
-                      for p in ("q_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+            names |= {
+                f"backbone.layers.{i}.{stream}.{p}"
+                for p in ("q_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+            }
     return names
 
 
@@ -41,12 +45,17 @@ def full_meta():
         return Pi05Model(FULL)
 
 
-@pytest.mark.parametrize("in_f, out_f, chosen", [
-    (2048, 2048, True), (1024, 4096, True), (1152, 4304, True),
-    (2048, 256, False),   # thin: below MIN_FEATURES
-    (1000, 2048, False),  # not a multiple of 16
-    (2048, 1032, False),  # 1032 = 16 * 64.5
-])
+@pytest.mark.parametrize(
+    "in_f, out_f, chosen",
+    [
+        (2048, 2048, True),
+        (1024, 4096, True),
+        (1152, 4304, True),
+        (2048, 256, False),  # thin: below MIN_FEATURES
+        (1000, 2048, False),  # not a multiple of 16
+        (2048, 1032, False),  # 1032 = 16 * 64.5
+    ],
+)
 def test_rule_on_plain_linears(in_f, out_f, chosen):
     with torch.device("meta"):
         assert fp8_filter()(nn.Linear(in_f, out_f), "layer") is chosen
@@ -68,9 +77,12 @@ def test_full_pi05_selection(full_meta):
     assert set(chosen) == expected_full() and len(chosen) == len(set(chosen)) == 27 * 6 + 1 + 18 * 10
     # the skip patterns are what keep the per-sample linears out: by shape alone they qualify
     by_shape = set(fp8_candidates(full_meta)) - set(chosen)
-    assert by_shape == {"suffix_embed.time_mlp.time_mlp_in", "suffix_embed.time_mlp.time_mlp_out",
-                        "backbone.suffix_norm.dense"} | {
-        f"backbone.layers.{i}.suffix.{norm}.dense" for i in range(18) for norm in ("input_norm", "post_norm")}
+    assert by_shape == {
+        "suffix_embed.time_mlp.time_mlp_in",
+        "suffix_embed.time_mlp.time_mlp_out",
+        "backbone.suffix_norm.dense",
+    } | {f"backbone.layers.{i}.suffix.{norm}.dense" for i in range(18) for norm in ("input_norm", "post_norm")}
+
     # per training sample (2 cameras, 200 text tokens, 50 actions) the converted linears carry 99% of
     # the linear FLOPs; what stays in bf16 is mostly the Gemma K/V projections
     def tokens(name):
@@ -79,6 +91,7 @@ def test_full_pi05_selection(full_meta):
         if ".prefix." in name:
             return 2 * FULL.vision.tokens + 200
         return 1 if name.endswith(".dense") or ".time_mlp." in name else 50
+
     flops = {n: tokens(n) * m.weight.numel() for n, m in full_meta.named_modules() if isinstance(m, nn.Linear)}
     assert sum(flops[n] for n in chosen) / sum(flops.values()) > 0.99
 
@@ -138,4 +151,5 @@ def test_emulated_fp8_tiny_pi05_trains_close_to_bf16_math():
 
     def trained(m):  # the last layer's prefix Q/O/MLP feed only the unused prefix output: no gradient
         return {n for n, p in m.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
     assert trained(model) == trained(ref) and {n + ".weight" for n in converted} & trained(model)

@@ -1,4 +1,5 @@
 """Regression gates: the rules on hand-made results, the CLI contract, and A/A and slowed-down real CPU runs."""
+
 import contextlib
 import json
 import os
@@ -23,20 +24,38 @@ STEPS = [0.1 * (1 + 0.03 * ((i * 7) % 5 - 2) / 2) for i in range(20)]
 def rung(name, steps=STEPS, peak=1.0, parity=True, status="ok", **extra):
     if status != "ok":
         return {"name": name, "status": status, "reason": f"{name} {status}", "options": {"x": 1}}
-    return {"name": name, "status": "ok", "reason": None, "options": {"x": 1}, "step_times_s": list(steps),
-            "samples_per_s": 2 / sorted(steps)[len(steps) // 2], "losses": [1.0] * len(steps),
-            "peak_memory_gib": peak, "peak_memory_kind": "peak allocated by torch",
-            "loss_parity": {"max_rel_diff": 0.0 if parity else 0.5, "tolerance": 0.01, "pass": parity}, **extra}
+    return {
+        "name": name,
+        "status": "ok",
+        "reason": None,
+        "options": {"x": 1},
+        "step_times_s": list(steps),
+        "samples_per_s": 2 / sorted(steps)[len(steps) // 2],
+        "losses": [1.0] * len(steps),
+        "peak_memory_gib": peak,
+        "peak_memory_kind": "peak allocated by torch",
+        "loss_parity": {"max_rel_diff": 0.0 if parity else 0.5, "tolerance": 0.01, "pass": parity},
+        **extra,
+    }
 
 
 def result(rungs, target="cpu", torch_version="2.13.0", scenario="gate-demo", **extra):
-    return {"schema": "vlabench.result/1",
-            "scenario": {"name": scenario, "path": "s.yaml", "sha256": "ab"},
-            "target": {"name": target, "backend": "cpu", "device_name": f"{target} device", "device_count": 1},
-            "provenance": {"git_sha": "abc", "dirty": False, "python": "3.11", "torch": torch_version,
-                           "created_at": "2026-11-29T00:00:00Z", "command": "test"},
-            "workload": {"model": "pi05", "model_size": "tiny", "batch_size": 2, "dtype": "fp32"},
-            "rungs": rungs, **extra}
+    return {
+        "schema": "vlabench.result/1",
+        "scenario": {"name": scenario, "path": "s.yaml", "sha256": "ab"},
+        "target": {"name": target, "backend": "cpu", "device_name": f"{target} device", "device_count": 1},
+        "provenance": {
+            "git_sha": "abc",
+            "dirty": False,
+            "python": "3.11",
+            "torch": torch_version,
+            "created_at": "2026-11-29T00:00:00Z",
+            "command": "test",
+        },
+        "workload": {"model": "pi05", "model_size": "tiny", "batch_size": 2, "dtype": "fp32"},
+        "rungs": rungs,
+        **extra,
+    }
 
 
 def by_check(report):
@@ -85,18 +104,24 @@ def test_interference_on_some_steps_is_not_a_slower_rung():
 
 def probe(factor=1.0):
     """A machine probe record whose every probe took `factor` times the reference time."""
-    return {"kernel": "fp32 matmul 256x256x256", "repeats": 10,
-            "times_s": [0.025 * factor * (1 + 0.01 * (i % 3)) for i in range(26)]}
+    return {
+        "kernel": "fp32 matmul 256x256x256",
+        "repeats": 10,
+        "times_s": [0.025 * factor * (1 + 0.01 * (i % 3)) for i in range(26)],
+    }
 
 
-@pytest.mark.parametrize("steps, machine, verdict, code", [
-    (1.4, 1.4, "inconclusive", 3),  # the whole machine was 40% slower: no rule on the steps can blame the rung
-    (1.4, 1.35, "inconclusive", 3),  # 1.4 / 1.35 = 1.04: within 5% once the machine's slowdown is taken out
-    (1.4, 1.3, FAIL, 1),             # 1.4 / 1.3 = 1.08: slower than 5% even then
-    (1.4, 1.0, FAIL, 1),            # the machine as fast as before: the rung is slower
-    (1.4, 1.1, FAIL, 1),            # the machine's 10% does not explain 40%
-    (1.0, 1.4, PASS, 0),            # the rung as fast even though the machine was slower: nothing to report
-])
+@pytest.mark.parametrize(
+    "steps, machine, verdict, code",
+    [
+        (1.4, 1.4, "inconclusive", 3),  # the whole machine was 40% slower: no rule on the steps can blame the rung
+        (1.4, 1.35, "inconclusive", 3),  # 1.4 / 1.35 = 1.04: within 5% once the machine's slowdown is taken out
+        (1.4, 1.3, FAIL, 1),  # 1.4 / 1.3 = 1.08: slower than 5% even then
+        (1.4, 1.0, FAIL, 1),  # the machine as fast as before: the rung is slower
+        (1.4, 1.1, FAIL, 1),  # the machine's 10% does not explain 40%
+        (1.0, 1.4, PASS, 0),  # the rung as fast even though the machine was slower: nothing to report
+    ],
+)
 def test_machine_probe_separates_a_slower_machine_from_a_slower_rung(steps, machine, verdict, code):
     cur = result([rung("a", scaled(steps), machine_probe=probe(machine))])
     base = result([rung("a", machine_probe=probe())])
@@ -163,11 +188,14 @@ def rates(**suites):
     return {s: {"successes": k, "trials": n, "rate": k / n} for s, (k, n) in suites.items()}
 
 
-@pytest.mark.parametrize("current, verdict", [
-    ((480, 500), PASS),  # 96% against 98%: within 5 points
-    ((440, 500), FAIL),  # 88%: even its one-sided upper bound (~90.2%) is below 93%
-    ((9, 10), PASS),     # 90% from 10 trials: too few to say it is below 93%
-])
+@pytest.mark.parametrize(
+    "current, verdict",
+    [
+        ((480, 500), PASS),  # 96% against 98%: within 5 points
+        ((440, 500), FAIL),  # 88%: even its one-sided upper bound (~90.2%) is below 93%
+        ((9, 10), PASS),  # 90% from 10 trials: too few to say it is below 93%
+    ],
+)
 def test_success_rate_one_sided_wilson(current, verdict):
     base = result([], success_rate=rates(libero_spatial=(490, 500)))
     cur = result([], success_rate=rates(libero_spatial=current))
@@ -182,8 +210,10 @@ def test_evaluation_results_gate_every_suite_and_task():
     base = result([], kind="eval", success_rate=rates(libero_goal=(480, 500), **{"libero_goal/3": (50, 50)}))
     cur = result([], kind="eval", success_rate=rates(libero_goal=(478, 500), **{"libero_goal/3": (30, 50)}))
     report = gate(cur, base)
-    assert [(c.subject, c.verdict) for c in report.checks] == [("suite libero_goal", PASS),
-                                                               ("suite libero_goal/3", FAIL)]
+    assert [(c.subject, c.verdict) for c in report.checks] == [
+        ("suite libero_goal", PASS),
+        ("suite libero_goal/3", FAIL),
+    ]
     assert report.exit_code == 1
 
 
@@ -218,12 +248,15 @@ def test_cli_exit_codes_and_formats(tmp_path, capsys):
     assert out.startswith("### vlabench gate: pass") and "| rung " in out and "|---" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--tolerance", "5"], "--tolerance: expected a percentage like 5% or a fraction like 0.05"),
-    (["--baseline", "missing.json"], "missing.json: expected an existing result file"),
-    (["--baseline", "OTHER"], "scenario.name: expected a result of scenario 'other'"),
-    (["--baseline", "FAILED"], "rungs: expected an ok rung or a success rate to gate against"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tolerance", "5"], "--tolerance: expected a percentage like 5% or a fraction like 0.05"),
+        (["--baseline", "missing.json"], "missing.json: expected an existing result file"),
+        (["--baseline", "OTHER"], "scenario.name: expected a result of scenario 'other'"),
+        (["--baseline", "FAILED"], "rungs: expected an ok rung or a success rate to gate against"),
+    ],
+)
 def test_cli_unusable_input_exits_2(args, message, tmp_path, capsys):
     cur = write(tmp_path, "cur.json", result([rung("a")]))
     other = write(tmp_path, "other.json", result([rung("a")], scenario="other"))
@@ -347,20 +380,38 @@ def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
     `--benchmark-compare-fail` (median:5% as in the README; min:5% too, which a CPU switching speed mid-run,
     as the cpu_runs fixture describes, does not blur)."""
     (tmp_path / "s.yaml").write_text(AA_SCENARIO)
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "-q", "-p", "no:cacheprovider",
-           "--vlabench-scenario", str(tmp_path / "s.yaml"), "--vlabench-target", "cpu",
-           f"--benchmark-storage={tmp_path / 'store'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "benchmarks"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--vlabench-scenario",
+        str(tmp_path / "s.yaml"),
+        "--vlabench-target",
+        "cpu",
+        f"--benchmark-storage={tmp_path / 'store'}",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})  # one CPU for both runs, as in cpu_runs
     try:
-        first = subprocess.run([*cmd, "--benchmark-autosave"], env=env, capture_output=True, text=True, cwd=ROOT,
-                               check=False)
+        first = subprocess.run(
+            [*cmd, "--benchmark-autosave"], env=env, capture_output=True, text=True, cwd=ROOT, check=False
+        )
         assert first.returncode == 0, first.stdout[-2000:]
-        second = subprocess.run([*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%",
-                                 "--benchmark-compare-fail=min:5%"], env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"},
-                                capture_output=True, text=True, cwd=ROOT, check=False)
+        second = subprocess.run(
+            [*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%", "--benchmark-compare-fail=min:5%"],
+            env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"},
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
     finally:
         os.sched_setaffinity(0, allowed)
-    assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, \
-        second.stdout[-2000:]
+    assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, second.stdout[
+        -2000:
+    ]

@@ -12,7 +12,12 @@ cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU 
 
 def test_targets():
     h200 = get_target("h200")
-    assert (h200.backend, h200.device_match, h200.peak_bf16_flops, h200.peak_fp8_flops) == ("cuda", "H200", 989e12, 1979e12)
+    assert (h200.backend, h200.device_match, h200.peak_bf16_flops, h200.peak_fp8_flops) == (
+        "cuda",
+        "H200",
+        989e12,
+        1979e12,
+    )
     assert h200.capabilities == {"fp8", "flex-backward", "compile"}
     assert get_target("cpu").peak_bf16_flops is None
     assert get_target("cpu").capabilities == {"compile"}

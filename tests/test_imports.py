@@ -1,6 +1,7 @@
 """Nothing compiles, and nothing imports triton, at import time: in a process that already holds a Mesa EGL
 context (the LIBERO evaluation), importing triton crashed the process. Every module of harness/ and models/
 is imported in a fresh interpreter where importing triton or calling torch.compile raises."""
+
 import subprocess
 import sys
 from pathlib import Path

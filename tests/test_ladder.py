@@ -1,4 +1,5 @@
 """Every rung of the LoongForge ladder computes what the community rung computes (tiny model, fp32, CPU)."""
+
 from pathlib import Path
 
 import pytest
@@ -53,15 +54,20 @@ def cpu_trainable_rungs():
 
 def test_cpu_ladder_covers_all_but_flex_and_fp8():
     assert [p.id for p in cpu_trainable_rungs()] == [
-        "prune-empty-cameras", "compile-backbone", "recompute-vit-only", "compile-per-layer"]
+        "prune-empty-cameras",
+        "compile-backbone",
+        "recompute-vit-only",
+        "compile-per-layer",
+    ]
 
 
 @pytest.mark.parametrize("rung", cpu_trainable_rungs())
 def test_rung_matches_community_loss_and_gradients(rung, batch, community):
     base_loss, base_grads = community
     loss, grads = loss_and_grads(build(rung.cumulative), batch)
-    tol, _ = FAMILY.parity_tolerance(parse_options(SCENARIO.ladder[0].cumulative),
-                                     parse_options(rung.cumulative), "fp32")
+    tol, _ = FAMILY.parity_tolerance(
+        parse_options(SCENARIO.ladder[0].cumulative), parse_options(rung.cumulative), "fp32"
+    )
     assert abs(loss - base_loss) / base_loss <= tol
     if rung.name == "prune-empty-cameras":
         assert tol == 1e-5
@@ -86,7 +92,8 @@ def test_recompute_patterns_of_the_ladder():
     assert vit.applied.recomputed == tuple(f"vision.layers.{i}" for i in range(2))
     plain = build({"recompute": "none"})
     assert matching_modules(plain, ["backbone.layers.*.prefix.mlp"]) == [
-        f"backbone.layers.{i}.prefix.mlp" for i in range(3)]
+        f"backbone.layers.{i}.prefix.mlp" for i in range(3)
+    ]
     with pytest.raises(ValueError, match="matches no module"):
         build({"recompute": {"patterns": ["vision.layer.*"]}})
 
@@ -96,8 +103,13 @@ def test_per_layer_compile_reuses_one_graph_for_all_layers(batch):
     torch._dynamo.utils.counters.clear()
     built = build_with_applied({"camera_slots": "auto", "recompute": "none", "compile": "per-layer"})
     model = built.model
-    assert built.applied.compile_units == (*(f"backbone.layers.{i}" for i in range(3)),
-                                           "backbone.prefix_norm", "backbone.suffix_norm", "suffix_embed", "action_out")
+    assert built.applied.compile_units == (
+        *(f"backbone.layers.{i}" for i in range(3)),
+        "backbone.prefix_norm",
+        "backbone.suffix_norm",
+        "suffix_embed",
+        "action_out",
+    )
     FAMILY.loss(model, batch).backward()
     # one graph for the three layers (same code and shapes) and one per small unit; fullgraph=True
     # on every unit turns any graph break into an error
@@ -115,11 +127,14 @@ def backbone_inputs(model, batch):
     """The backbone's arguments for a batch, assembled as Pi05Model.velocity does."""
     from models.pi05.attention import prepare_mask
     from models.pi05.model import rope_tables
+
     prefix, prefix_pad = model.embed_prefix(batch)
     suffix, cond = model.suffix_embed(batch["noise"], batch["time"])
     b, h = batch["noise"].shape[:2]
     pad = torch.cat([prefix_pad, torch.ones((b, h), dtype=torch.bool)], dim=1)
-    cum = torch.cat([torch.zeros(prefix.shape[1], dtype=torch.int32), torch.ones(h, dtype=torch.int32)])[None].expand(b, -1)
+    cum = torch.cat([torch.zeros(prefix.shape[1], dtype=torch.int32), torch.ones(h, dtype=torch.int32)])[None].expand(
+        b, -1
+    )
     mask = prepare_mask("eager", pad, cum, pad, cum, prefix.dtype)
     cos, sin = rope_tables(pad.long().cumsum(1) - 1, model.cfg.llm.head_dim, model.cfg.rope_theta)
     return prefix, suffix, cond, mask, cos, sin

@@ -1,4 +1,5 @@
 """Pi0.5 model: sizes, parameter count, FLOPs, mask semantics, training and sampling (CPU, tiny)."""
+
 import pytest
 import torch
 
@@ -17,8 +18,11 @@ def tiny(options=None, seed=0):
 def batch(seed=0, **overrides):
     wl = {**WORKLOAD, **overrides}
     gen = torch.Generator().manual_seed(seed)
-    return to_device(make_batch(TINY, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
-                     "cpu", torch.float32)
+    return to_device(
+        make_batch(TINY, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
+        "cpu",
+        torch.float32,
+    )
 
 
 def test_full_parameter_count_on_meta_device():
@@ -33,11 +37,15 @@ def test_full_parameter_count_on_meta_device():
     for name, expected in parts.items():
         assert count_parameters(getattr(model, name)) == expected, name
     assert count_parameters(model.vision.projector) == 2_361_344
-    expert = sum(count_parameters(layer.suffix) for layer in model.backbone.layers) \
-        + count_parameters(model.backbone.suffix_norm)
+    expert = sum(count_parameters(layer.suffix) for layer in model.backbone.layers) + count_parameters(
+        model.backbone.suffix_norm
+    )
     assert expert == 427_932_672
-    gemma = sum(count_parameters(layer.prefix) for layer in model.backbone.layers) \
-        + count_parameters(model.backbone.prefix_norm) + count_parameters(model.text_embed)
+    gemma = (
+        sum(count_parameters(layer.prefix) for layer in model.backbone.layers)
+        + count_parameters(model.backbone.prefix_norm)
+        + count_parameters(model.text_embed)
+    )
     assert gemma == 2_508_531_712
 
 
@@ -47,8 +55,9 @@ def test_full_flops_match_published_breakdown():
     assert f["llm_linear"] / 1e12 == pytest.approx(2.82, abs=0.005)
     assert f["expert_linear"] / 1e12 == pytest.approx(0.03, abs=0.005)
     assert f["attention"] / 1e12 == pytest.approx(0.09, abs=0.005)
-    assert FAMILY.flops_per_sample("full", {"cameras": 2, "text_tokens": 200, "action_horizon": 50}) / 1e12 \
-        == pytest.approx(10.1, abs=0.05)
+    assert FAMILY.flops_per_sample(
+        "full", {"cameras": 2, "text_tokens": 200, "action_horizon": 50}
+    ) / 1e12 == pytest.approx(10.1, abs=0.05)
     # a third real camera adds a SigLIP pass and 256 prefix tokens
     assert forward_flops_per_sample(FULL, 3, 200, 50)["vision"] == pytest.approx(1.5 * f["vision"])
 
@@ -58,7 +67,7 @@ def test_shapes_of_loss_velocity_and_prefix():
     prefix, pad = model.embed_prefix(b)
     slots = 3  # community: two cameras and a masked placeholder
     assert prefix.shape == (2, slots * TINY.vision.tokens + 24, TINY.llm.width)
-    assert not pad[:, 2 * TINY.vision.tokens:3 * TINY.vision.tokens].any()  # placeholder slot masked
+    assert not pad[:, 2 * TINY.vision.tokens : 3 * TINY.vision.tokens].any()  # placeholder slot masked
     v = model.velocity(b, b["noise"], b["time"])
     assert v.shape == (2, 6, TINY.action_dim)
     loss = model.loss(b)
@@ -88,9 +97,9 @@ def test_positions_skip_padding_and_pruning_keeps_them():
     pruned = tiny({"camera_slots": "auto"})
     _, pad2 = pruned.embed_prefix(b)
     pos2 = pad2.long().cumsum(1) - 1
-    valid = pad[:, :2 * n].all() and pad2.shape[1] == pad.shape[1] - n
+    valid = pad[:, : 2 * n].all() and pad2.shape[1] == pad.shape[1] - n
     assert valid
-    assert torch.equal(pos2[:, 2 * n:], positions[:, 3 * n:])  # text positions unchanged by pruning
+    assert torch.equal(pos2[:, 2 * n :], positions[:, 3 * n :])  # text positions unchanged by pruning
 
 
 def test_padding_is_invisible_to_valid_tokens():
@@ -127,9 +136,17 @@ def test_gradient_reaches_every_parameter_on_the_loss_path():
     # output projection, post-norm and MLP and the prefix's final norm shape inference outputs alone
     # (the reference computes them in training all the same).
     last = f"backbone.layers.{TINY.llm.layers - 1}.prefix."
-    assert no_grad == {"backbone.prefix_norm.weight"} | {last + n for n in (
-        "q_proj.weight", "o_proj.weight", "post_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-        "mlp.down_proj.weight")}
+    assert no_grad == {"backbone.prefix_norm.weight"} | {
+        last + n
+        for n in (
+            "q_proj.weight",
+            "o_proj.weight",
+            "post_norm.weight",
+            "mlp.gate_proj.weight",
+            "mlp.up_proj.weight",
+            "mlp.down_proj.weight",
+        )
+    }
     assert set(model.parameters_off_the_loss_path()) == no_grad
 
 
@@ -169,6 +186,7 @@ def test_same_seed_same_model_and_batches():
 
 def test_flow_time_follows_beta():
     from models.pi05.batch import sample_flow_time
+
     t = sample_flow_time(200_000, torch.Generator().manual_seed(0))
     assert t.min() >= 0.001 and t.max() <= 1.0
     # Beta(1.5, 1) has mean 0.6: scaled by 0.999 and shifted by 0.001

@@ -1,5 +1,6 @@
 """Pi0.5's input processing (models/pi05/processor.py), shared by LIBERO evaluation and the data path:
 normalisation conventions, prompts of both checkpoint layouts, images, training batches, tokenizers."""
+
 import time
 
 import numpy as np
@@ -23,7 +24,7 @@ def test_normalizers_of_both_conventions():
     assert np.allclose(openpi.normalize(x), [(1 + 2) / (4 + 1e-6) * 2 - 1, (0 - 0) / 1e-6 * 2 - 1])
     assert np.allclose(lerobot.normalize(x)[0], 0.5)
     for norm in (openpi, lerobot, Normalizer("mean_std", np.array([1.0]), np.array([2.0]), 1e-8, False)):
-        y = np.array([[0.3, -0.2]])[..., :len(norm.low)]
+        y = np.array([[0.3, -0.2]])[..., : len(norm.low)]
         assert np.allclose(norm.unnormalize(norm.normalize(y)), y, atol=1e-6)
     assert np.array_equal(Normalizer().normalize(x), x)
     assert list(discretize_state(np.array([-1.0, 0.0, 0.999]))) == [0, 128, 255]
@@ -62,10 +63,14 @@ def test_images_resize_with_pad_and_scale():
 def sample(i, horizon=4, pad_from=None):
     rng = np.random.default_rng(i)
     pad = np.zeros(horizon, dtype=bool) if pad_from is None else np.arange(horizon) >= pad_from
-    return {"image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
-            "wrist_image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
-            "observation.state": rng.normal(size=8).astype(np.float32),
-            "action": rng.normal(size=(horizon, 7)).astype(np.float32), "action_is_pad": pad, "task": f"task {i}"}
+    return {
+        "image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
+        "wrist_image": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8),
+        "observation.state": rng.normal(size=8).astype(np.float32),
+        "action": rng.normal(size=(horizon, 7)).astype(np.float32),
+        "action_is_pad": pad,
+        "task": f"task {i}",
+    }
 
 
 def test_training_batch_normalises_pads_and_draws_from_the_generator():

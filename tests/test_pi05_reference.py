@@ -1,6 +1,7 @@
 """The community rung is openpi's own training path, point by point: which modules recompute, SigLIP's
 attention kernel, the parameters kept in fp32 in a bf16 model, the optimizer implementation and checkpoints
 that keep no RNG state."""
+
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,15 @@ def community(dtype=torch.bfloat16):
 
 def test_recompute_is_openpis_nested_set_without_siglip_layers():
     built = community()
-    assert set(built.applied.recomputed) == {"vision", "text_embed", "suffix_embed.time_mlp", "suffix_embed.action_in",
-                                             "action_out", "backbone", *(f"backbone.layers.{i}" for i in range(3))}
+    assert set(built.applied.recomputed) == {
+        "vision",
+        "text_embed",
+        "suffix_embed.time_mlp",
+        "suffix_embed.action_in",
+        "action_out",
+        "backbone",
+        *(f"backbone.layers.{i}" for i in range(3)),
+    }
     assert not any(name.startswith("vision.layers") for name in built.applied.recomputed)
 
 
@@ -43,25 +51,38 @@ def test_openpi_keeps_about_120m_parameters_in_fp32():
     applied = apply_options(model, parse_options({**COMMUNITY, "recompute": "none"}))
     fp32 = {n: p for n, p in model.named_parameters() if p.dtype == torch.float32}
     norms = [n for n, m in model.named_modules() if isinstance(m, RMSNorm)]
-    assert set(applied.fp32_modules) == {"vision.patch_embed", "vision.pos_embed", "suffix_embed.action_in",
-                                         "suffix_embed.time_mlp", "action_out", *norms}
+    assert set(applied.fp32_modules) == {
+        "vision.patch_embed",
+        "vision.pos_embed",
+        "suffix_embed.action_in",
+        "suffix_embed.time_mlp",
+        "action_out",
+        *norms,
+    }
     # every RMSNorm's weight or adaRMS Dense, SigLIP's patch and position embeddings, action in/out, time MLP
     assert all(any(n.startswith(m + ".") for m in applied.fp32_modules) for n in fp32)
     assert sum(p.numel() for p in fp32.values()) / 1e6 == pytest.approx(120, abs=5)
     with torch.device("meta"):
         plain = Pi05Model(FULL).to(torch.bfloat16)
-    assert apply_options(plain, parse_options({**COMMUNITY, "recompute": "none", "precision": "bf16"})).fp32_modules == ()
+    assert (
+        apply_options(plain, parse_options({**COMMUNITY, "recompute": "none", "precision": "bf16"})).fp32_modules == ()
+    )
 
 
 def test_mixed_precision_runs_the_streams_in_bf16_and_the_boundaries_in_fp32():
     model = community().model
     batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.bfloat16, 0)[0]
     seen = {}
-    watched = {"suffix_embed.action_in": model.suffix_embed.action_in.module, "action_out": model.action_out.module,
-               "backbone.layers.0": model.backbone.module.layers[0].module}  # inside the recompute wrappers
+    watched = {
+        "suffix_embed.action_in": model.suffix_embed.action_in.module,
+        "action_out": model.action_out.module,
+        "backbone.layers.0": model.backbone.module.layers[0].module,
+    }  # inside the recompute wrappers
+
     def keep(name):
         def hook(module, inputs, output):  # returns None: the output is left as it is
             seen.setdefault(name, output if isinstance(output, torch.Tensor) else output[1])
+
         return hook
 
     for name, module in watched.items():

@@ -1,5 +1,6 @@
 """Rung processes can always be stopped: the deadline holds while a child prints nothing, the whole process
 group (torchrun and every rank) is ended, and an interruption keeps every finished rung."""
+
 import os
 import signal
 import sys
@@ -13,7 +14,7 @@ import pytest
 from harness.hardware import get_target
 from harness.processes import run_group
 from harness.results import load_result
-from harness.runner import run_rung_process, rung_spec, run_scenario
+from harness.runner import run_rung_process, run_scenario, rung_spec
 from harness.scenario import load_scenario
 
 SCENARIO = """
@@ -46,13 +47,15 @@ def hanging_site(tmp_path, when: str = "True") -> Path:
     its pid and then sleep silently: a rung stuck before it prints anything, found by the real runner path."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(textwrap.dedent(f"""
+    (site / "sitecustomize.py").write_text(
+        textwrap.dedent(f"""
         import os, time
         if {when}:
             with open(os.path.join({str(tmp_path)!r}, f"pid-{{os.getpid()}}"), "w") as f:
                 f.write(str(os.getpid()))
             time.sleep(600)
-    """))
+    """)
+    )
     return site
 
 
@@ -69,8 +72,12 @@ def spec_for(tmp_path):
 
 def test_deadline_holds_for_a_silent_child_and_nothing_is_left():
     start = time.monotonic()
-    done = run_group([sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(600)"],
-                     dict(os.environ), lambda _: None, timeout_s=1.5)
+    done = run_group(
+        [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(600)"],
+        dict(os.environ),
+        lambda _: None,
+        timeout_s=1.5,
+    )
     wall = time.monotonic() - start
     assert done.timed_out and done.returncode is None and 1.5 <= wall < 4.0
     assert not alive(int(done.tail[0]))
@@ -127,8 +134,7 @@ def test_interrupted_ladder_keeps_finished_rungs(tmp_path):
 
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_scenario(scenario, get_target("cpu"), out, ["test"], progress=progress,
-                         env={"PYTHONPATH": str(site)})
+            run_scenario(scenario, get_target("cpu"), out, ["test"], progress=progress, env={"PYTHONPATH": str(site)})
     finally:
         os.environ.pop("VLABENCH_HANG", None)
     result = load_result(out)

@@ -1,4 +1,5 @@
 """`vlabench report` (markdown and matplotlib figures) and the pages generated from it (`vlabench readme`)."""
+
 import json
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def test_figures_are_reproducible_bytes(tmp_path):
 
 
 def generated(text, begin, end):
-    return text[text.index(begin):text.index(end)]
+    return text[text.index(begin) : text.index(end)]
 
 
 def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
@@ -89,7 +90,7 @@ def test_readme_shows_evaluations_by_worker_count_in_one_table():
     trained = copy.deepcopy(w10)
     trained["policy"]["checkpoint"] = "lerobot/pi05_libero"
     block = readme.results_block(ROOT, [("b.json", w10), ("a.json", w2)])
-    table = block[block.index("libero-eval-pi05 on h200"):]
+    table = block[block.index("libero-eval-pi05 on h200") :]
     rows = [line.split()[:5] for line in table.splitlines()[3:5]]
     assert rows[0][0] == "2" and rows[0][4] == "12.0" and rows[1][0] == "10"  # one table, by workers
     assert block.count("libero-eval-pi05 on h200") == 1 and "libero_spatial 0/10" in table
@@ -150,25 +151,42 @@ def test_update_readme_without_markers_says_which_file_in_one_line(tmp_path, cap
 
 
 def test_run_gate_and_compare_do_not_import_matplotlib():
-    code = ("import sys, harness.cli, harness.runner, harness.rung, harness.gates, harness.compare, harness.report, "
-            "harness.readme; harness.cli.build_parser(); assert 'matplotlib' not in sys.modules, 'imported'")
+    code = (
+        "import sys, harness.cli, harness.runner, harness.rung, harness.gates, harness.compare, harness.report, "
+        "harness.readme; harness.cli.build_parser(); assert 'matplotlib' not in sys.modules, 'imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_report_of_an_evaluation_shows_its_success_rates_and_throughput(tmp_path):
     from harness.report import result_table
 
-    evaluated = dict(load_result(H200), kind="eval", rungs=[], success_rate={
-        "libero_goal": {"successes": 9, "trials": 10, "rate": 0.9, "wilson_low": 0.596, "wilson_high": 0.982},
-        "libero_goal/3": {"successes": 1, "trials": 1, "rate": 1.0, "wilson_low": 0.207, "wilson_high": 1.0}},
+    evaluated = dict(
+        load_result(H200),
+        kind="eval",
+        rungs=[],
+        success_rate={
+            "libero_goal": {"successes": 9, "trials": 10, "rate": 0.9, "wilson_low": 0.596, "wilson_high": 0.982},
+            "libero_goal/3": {"successes": 1, "trials": 1, "rate": 1.0, "wilson_low": 0.207, "wilson_high": 1.0},
+        },
         policy={"name": "pi05", "checkpoint": "random", "model_size": "full", "dtype": "bfloat16"},
-        throughput={"workers": 5, "episodes": 10, "env_steps": 2300, "wall_s": 46.0, "env_steps_per_s": 50.0,
-                    "sim_steps_per_s_per_worker": 12.5, "policy_calls": 90, "batch_size_mean": 4.9,
-                    "policy_latency_s": {"median": 0.081, "p10": 0.075, "p90": 0.0904, "first_call": 1.5},
-                    "policy_latency_per_chunk_s": 0.0172})
+        throughput={
+            "workers": 5,
+            "episodes": 10,
+            "env_steps": 2300,
+            "wall_s": 46.0,
+            "env_steps_per_s": 50.0,
+            "sim_steps_per_s_per_worker": 12.5,
+            "policy_calls": 90,
+            "batch_size_mean": 4.9,
+            "policy_latency_s": {"median": 0.081, "p10": 0.075, "p90": 0.0904, "first_call": 1.5},
+            "policy_latency_per_chunk_s": 0.0172,
+        },
+    )
     table = result_table(evaluated)
-    assert table.startswith("pi05-loongforge on h200 (NVIDIA H200): policy pi05 (random, full model, bfloat16), "
-                            "5 env workers\n")
+    assert table.startswith(
+        "pi05-loongforge on h200 (NVIDIA H200): policy pi05 (random, full model, bfloat16), 5 env workers\n"
+    )
     assert "libero_goal    9/10         90.0%   59.6%-98.2%   0" in table and "libero_goal/3" in table
     assert "5          10          2300         46.0      50.0           12.5" in table
     assert "81 (75-90)" in table and "17.2" in table and "1.50" in table

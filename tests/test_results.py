@@ -16,8 +16,16 @@ HEADER = {
 
 
 def ok_rung(name, **extra):
-    return {"name": name, "status": "ok", "reason": None, "options": {}, "samples_per_s": 10.0,
-            "step_times_s": [0.2, 0.2], "losses": [1.0, 0.9], **extra}
+    return {
+        "name": name,
+        "status": "ok",
+        "reason": None,
+        "options": {},
+        "samples_per_s": 10.0,
+        "step_times_s": [0.2, 0.2],
+        "losses": [1.0, 0.9],
+        **extra,
+    }
 
 
 def test_round_trip(tmp_path):
@@ -101,28 +109,46 @@ def write_json(tmp_path, data, name="r.json"):
     return path
 
 
-@pytest.mark.parametrize("change, key, expected", [
-    (lambda d: d.update(schema="vlabench.result/0"), "schema", "one of vlabench.result/1"),
-    (lambda d: d.pop("provenance"), "provenance", "a value"),
-    (lambda d: d["scenario"].pop("name"), "scenario.name", "a value"),
-    (lambda d: d["target"].update(name=""), "target.name", "a non-empty string"),
-    (lambda d: d.update(rungs={}), "rungs", "a list of rung records"),
-    (lambda d: d["rungs"][1].update(status="fast"), "rungs[1].status", "one of ok, oom, error, unsupported, skipped"),
-    (lambda d: d["rungs"][1].pop("name"), "rungs[1].name", "a value"),
-    (lambda d: d["rungs"][0].pop("samples_per_s"), "rungs[0].samples_per_s", "a value (the rung is ok)"),
-    (lambda d: d["rungs"][0].update(step_times_s=[]), "rungs[0].step_times_s", "a non-empty list of numbers"),
-    (lambda d: d["rungs"][0].update(losses="1.0"), "rungs[0].losses", "a list of numbers (null for a non-finite loss) or null"),
-    (lambda d: d["rungs"][1].update(status="oom", reason=None), "rungs[1].reason", "a reason for status 'oom'"),
-    # impossible numbers: a crash must never read as a regression (nor as a ZeroDivisionError)
-    (lambda d: d["rungs"][0].update(step_times_s=[0.1, 0.0]), "rungs[0].step_times_s[1]", "a positive number"),
-    (lambda d: d["rungs"][0].update(step_times_s=[-0.1]), "rungs[0].step_times_s[0]", "a positive number"),
-    (lambda d: d["rungs"][0].update(samples_per_s=float("nan")), "rungs[0].samples_per_s", "a positive number or null"),
-    (lambda d: d["rungs"][0].update(samples_per_s=0), "rungs[0].samples_per_s", "a positive number or null"),
-    (lambda d: d["rungs"][0].update(peak_memory_gib=-1.0), "rungs[0].peak_memory_gib", "a number >= 0 or null"),
-    (lambda d: d["workload"].update(batch_size=0), "workload.batch_size", "a positive integer or null"),
-    (lambda d: d.update(success_rate={"s": {"successes": 3, "trials": 2}}), "success_rate.s",
-     "successes <= trials"),
-])
+@pytest.mark.parametrize(
+    "change, key, expected",
+    [
+        (lambda d: d.update(schema="vlabench.result/0"), "schema", "one of vlabench.result/1"),
+        (lambda d: d.pop("provenance"), "provenance", "a value"),
+        (lambda d: d["scenario"].pop("name"), "scenario.name", "a value"),
+        (lambda d: d["target"].update(name=""), "target.name", "a non-empty string"),
+        (lambda d: d.update(rungs={}), "rungs", "a list of rung records"),
+        (
+            lambda d: d["rungs"][1].update(status="fast"),
+            "rungs[1].status",
+            "one of ok, oom, error, unsupported, skipped",
+        ),
+        (lambda d: d["rungs"][1].pop("name"), "rungs[1].name", "a value"),
+        (lambda d: d["rungs"][0].pop("samples_per_s"), "rungs[0].samples_per_s", "a value (the rung is ok)"),
+        (lambda d: d["rungs"][0].update(step_times_s=[]), "rungs[0].step_times_s", "a non-empty list of numbers"),
+        (
+            lambda d: d["rungs"][0].update(losses="1.0"),
+            "rungs[0].losses",
+            "a list of numbers (null for a non-finite loss) or null",
+        ),
+        (lambda d: d["rungs"][1].update(status="oom", reason=None), "rungs[1].reason", "a reason for status 'oom'"),
+        # impossible numbers: a crash must never read as a regression (nor as a ZeroDivisionError)
+        (lambda d: d["rungs"][0].update(step_times_s=[0.1, 0.0]), "rungs[0].step_times_s[1]", "a positive number"),
+        (lambda d: d["rungs"][0].update(step_times_s=[-0.1]), "rungs[0].step_times_s[0]", "a positive number"),
+        (
+            lambda d: d["rungs"][0].update(samples_per_s=float("nan")),
+            "rungs[0].samples_per_s",
+            "a positive number or null",
+        ),
+        (lambda d: d["rungs"][0].update(samples_per_s=0), "rungs[0].samples_per_s", "a positive number or null"),
+        (lambda d: d["rungs"][0].update(peak_memory_gib=-1.0), "rungs[0].peak_memory_gib", "a number >= 0 or null"),
+        (lambda d: d["workload"].update(batch_size=0), "workload.batch_size", "a positive integer or null"),
+        (
+            lambda d: d.update(success_rate={"s": {"successes": 3, "trials": 2}}),
+            "success_rate.s",
+            "successes <= trials",
+        ),
+    ],
+)
 def test_validation_errors(tmp_path, change, key, expected):
     data = {"schema": SCHEMA, **json.loads(json.dumps(HEADER)), "rungs": [ok_rung("a"), ok_rung("b")]}
     load_result(write_json(tmp_path, data, "good.json"))
@@ -152,8 +178,16 @@ def test_nan_loss_is_null_not_invalid(tmp_path):
     assert load_result(path)["rungs"][0]["losses"] == [1.0, None]
 
 
-@pytest.mark.parametrize("command", [["show"], ["gate", "--baseline", "GOOD"], ["compare"], ["report", "--out", "OUT"],
-                                     ["record", "--results-dir", "OUT"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show"],
+        ["gate", "--baseline", "GOOD"],
+        ["compare"],
+        ["report", "--out", "OUT"],
+        ["record", "--results-dir", "OUT"],
+    ],
+)
 def test_every_command_refuses_impossible_numbers_in_one_line(tmp_path, capsys, command):
     from harness.cli import main
 

@@ -1,4 +1,5 @@
 """The runner end to end on the CPU: real rung subprocesses, failure recording, result contract, CLI."""
+
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 from harness.cli import main
 from harness.hardware import get_target
 from harness.results import load_result
-from harness.runner import loss_parity, run_rung_process, rung_spec, run_scenario
+from harness.runner import loss_parity, run_rung_process, run_scenario, rung_spec
 from harness.scenario import load_scenario
 
 SCENARIO = """
@@ -75,8 +76,9 @@ def test_append_replaces_a_rung_and_keeps_the_others(ladder_result, tmp_path):
     copy = tmp_path / "r.json"
     copy.write_text(Path(out).read_text())
     scenario = load_scenario(Path(out).parent / "s.yaml")
-    merged = run_scenario(scenario, get_target("cpu"), copy, ["test"], rung_names=["needs-fp8"], append=True,
-                          progress=lambda _: None)
+    merged = run_scenario(
+        scenario, get_target("cpu"), copy, ["test"], rung_names=["needs-fp8"], append=True, progress=lambda _: None
+    )
     assert [r["name"] for r in merged["rungs"]] == [r["name"] for r in result["rungs"]]
     assert merged["rungs"][0]["losses"] == result["rungs"][0]["losses"]
     assert merged["provenance_earlier"][0] == result["provenance"]
@@ -101,11 +103,14 @@ def test_loss_parity_values():
     assert not loss_parity([1.0], [1.0, 2.0], 0.02, "")["pass"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "missing.yaml"], "missing.yaml: expected an existing scenario file"),
-    (["run", "scenarios/pi05-loongforge.yaml", "--rungs", "nope"], "--rungs: expected rung names"),
-    (["run", "scenarios/pi05-loongforge.yaml", "--target", "tpu"], "--target: expected one of"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "missing.yaml"], "missing.yaml: expected an existing scenario file"),
+        (["run", "scenarios/pi05-loongforge.yaml", "--rungs", "nope"], "--rungs: expected rung names"),
+        (["run", "scenarios/pi05-loongforge.yaml", "--target", "tpu"], "--target: expected one of"),
+    ],
+)
 def test_cli_user_errors_exit_2_with_one_line(args, message, capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     assert main(args) == 2
@@ -115,4 +120,5 @@ def test_cli_user_errors_exit_2_with_one_line(args, message, capsys, monkeypatch
 
 def test_readme_results_section_is_current():
     from harness.readme import update_readme
+
     assert not update_readme(Path(__file__).resolve().parent.parent, check=True), "run `vlabench readme`"

@@ -84,7 +84,10 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 
 def test_unknown_top_level_key_lists_allowed(tmp_path):
     message = error_for(tmp_path, VALID + "ladders: []\n")
-    assert ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, parity_baseline)" in message
+    assert (
+        ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, parity_baseline)"
+        in message
+    )
     assert "got unknown key 'ladders'" in message
 
 
@@ -95,21 +98,24 @@ def test_missing_required_key(tmp_path):
     assert ": workload.batch_size: expected a value, got nothing" in message
 
 
-@pytest.mark.parametrize("old, new, key, expected, got", [
-    ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "a positive integer", "boolean true"),
-    ("timed_steps: 20", "timed_steps: 0", "workload.timed_steps", "a positive integer", "integer 0"),
-    ("seed: 0", "seed: -1", "workload.seed", "an integer >= 0", "integer -1"),
-    ("cameras: 2", "cameras: 2.5", "workload.cameras", "a positive integer", "number 2.5"),
-    ("seed: 0}", "seed: 0, batchsize: 3}", "workload.batchsize", "a known key (batch_size, cameras", "unknown key"),
-    ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "a positive integer", "string 'two'"),
-    ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
-    ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, tiny", "string 'huge'"),
-    ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
-    ("  h200:\n", "  a800: {}\n", "targets.a800", "a known target (cpu, h200, cuda", "unknown target 'a800'"),
-    ("  h200:\n", "  h200: [1]\n", "targets.h200", "a mapping", "list [1]"),
-    ("model: pi05", "model: pi0", "model", "one of pi05, gr00t", "string 'pi0'"),
-    ("name: pi05-demo", "name: 3", "name", "a non-empty string", "integer 3"),
-])
+@pytest.mark.parametrize(
+    "old, new, key, expected, got",
+    [
+        ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "a positive integer", "boolean true"),
+        ("timed_steps: 20", "timed_steps: 0", "workload.timed_steps", "a positive integer", "integer 0"),
+        ("seed: 0", "seed: -1", "workload.seed", "an integer >= 0", "integer -1"),
+        ("cameras: 2", "cameras: 2.5", "workload.cameras", "a positive integer", "number 2.5"),
+        ("seed: 0}", "seed: 0, batchsize: 3}", "workload.batchsize", "a known key (batch_size, cameras", "unknown key"),
+        ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "a positive integer", "string 'two'"),
+        ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
+        ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, tiny", "string 'huge'"),
+        ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
+        ("  h200:\n", "  a800: {}\n", "targets.a800", "a known target (cpu, h200, cuda", "unknown target 'a800'"),
+        ("  h200:\n", "  h200: [1]\n", "targets.h200", "a mapping", "list [1]"),
+        ("model: pi05", "model: pi0", "model", "one of pi05, gr00t", "string 'pi0'"),
+        ("name: pi05-demo", "name: 3", "name", "a non-empty string", "integer 3"),
+    ],
+)
 def test_wrong_values(tmp_path, old, new, key, expected, got):
     assert old in VALID
     message = error_for(tmp_path, VALID.replace(old, new, 1))
@@ -117,22 +123,69 @@ def test_wrong_values(tmp_path, old, new, key, expected, got):
     assert f"got {got}" in message
 
 
-@pytest.mark.parametrize("old, new, key, expected, got", [
-    ("{camera_slots: 2}", "{attention: flash}", "ladder[1].options.attention", "one of eager, sdpa, flex",
-     "string 'flash'"),
-    ("{linear: fp8}", "{linear: fp8, speed: 11}", "ladder[4].options.speed", "a known key (camera_slots, attention", "unknown key 'speed'"),
-    ('{patterns: ["vision.layers.*"]}', "{patterns: []}", "ladder[2].options.recompute.patterns",
-     "a non-empty list of module-name glob patterns", "list []"),
-    ("{camera_slots: 2}", "[camera_slots]", "ladder[1].options", "a mapping", "list"),
-    ("name: no-recompute", "name: community", "ladder[3].name", "a name not used by another rung",
-     "'community' again (also ladder[0])"),
-    ("name: no-recompute", "name: No_Recompute", "ladder[3].name", "a name of lowercase letters", "string"),
-    ("requires: [fp8]", "requires: fp8", "ladder[4].requires", "a list of (fp8, flex-backward, compile, multi-process)", "string 'fp8'"),
-    ("requires: [fp8]", "requires: [1]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile, multi-process", "integer 1"),
-    ("requires: [fp8]", "requires: [fp-8]", "ladder[4].requires[0]", "one of fp8, flex-backward, compile, multi-process", "string 'fp-8'"),
-    ("requires: [fp8]", "required: [fp8]", "ladder[4].required", "a known key (name, options, requires, loader)",
-     "unknown key"),
-])
+@pytest.mark.parametrize(
+    "old, new, key, expected, got",
+    [
+        (
+            "{camera_slots: 2}",
+            "{attention: flash}",
+            "ladder[1].options.attention",
+            "one of eager, sdpa, flex",
+            "string 'flash'",
+        ),
+        (
+            "{linear: fp8}",
+            "{linear: fp8, speed: 11}",
+            "ladder[4].options.speed",
+            "a known key (camera_slots, attention",
+            "unknown key 'speed'",
+        ),
+        (
+            '{patterns: ["vision.layers.*"]}',
+            "{patterns: []}",
+            "ladder[2].options.recompute.patterns",
+            "a non-empty list of module-name glob patterns",
+            "list []",
+        ),
+        ("{camera_slots: 2}", "[camera_slots]", "ladder[1].options", "a mapping", "list"),
+        (
+            "name: no-recompute",
+            "name: community",
+            "ladder[3].name",
+            "a name not used by another rung",
+            "'community' again (also ladder[0])",
+        ),
+        ("name: no-recompute", "name: No_Recompute", "ladder[3].name", "a name of lowercase letters", "string"),
+        (
+            "requires: [fp8]",
+            "requires: fp8",
+            "ladder[4].requires",
+            "a list of (fp8, flex-backward, compile, multi-process)",
+            "string 'fp8'",
+        ),
+        (
+            "requires: [fp8]",
+            "requires: [1]",
+            "ladder[4].requires[0]",
+            "one of fp8, flex-backward, compile, multi-process",
+            "integer 1",
+        ),
+        (
+            "requires: [fp8]",
+            "requires: [fp-8]",
+            "ladder[4].requires[0]",
+            "one of fp8, flex-backward, compile, multi-process",
+            "string 'fp-8'",
+        ),
+        (
+            "requires: [fp8]",
+            "required: [fp8]",
+            "ladder[4].required",
+            "a known key (name, options, requires, loader)",
+            "unknown key",
+        ),
+    ],
+)
 def test_bad_rungs(tmp_path, old, new, key, expected, got):
     assert old in VALID
     message = error_for(tmp_path, VALID.replace(old, new, 1))
@@ -143,14 +196,17 @@ def test_bad_rungs(tmp_path, old, new, key, expected, got):
 def test_empty_ladder_and_targets(tmp_path):
     base = "name: x\nmodel: pi05\nworkload: {batch_size: 1}\n"
     assert ": ladder: expected a non-empty list of rungs, got list []" in error_for(
-        tmp_path, base + "ladder: []\ntargets: {cpu: {}}\n")
+        tmp_path, base + "ladder: []\ntargets: {cpu: {}}\n"
+    )
     assert ": targets: expected a non-empty mapping" in error_for(
-        tmp_path, base + "ladder: [{name: base}]\ntargets: {}\n")
+        tmp_path, base + "ladder: [{name: base}]\ntargets: {}\n"
+    )
 
 
 def test_minimal_scenario_uses_defaults(tmp_path):
-    s = load_scenario(write(tmp_path, "name: x\nmodel: pi05\nworkload: {batch_size: 1}\n"
-                                      "ladder: [{name: base}]\ntargets: {cpu: {}}\n"))
+    s = load_scenario(
+        write(tmp_path, "name: x\nmodel: pi05\nworkload: {batch_size: 1}\nladder: [{name: base}]\ntargets: {cpu: {}}\n")
+    )
     assert s.ladder == (Rung("base", {}, {}, ()),)
     assert s.workload_for("cpu") == Workload(batch_size=1)
     assert s.source is None and s.eval is None

@@ -1,4 +1,5 @@
 """recompute-sweep: the configurations it builds and the cost arithmetic of its table."""
+
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,7 @@ def test_sweep_configurations():
     assert default_rung(SCENARIO) == "recompute-vit-only"
     sweep = sweep_scenario(SCENARIO, "recompute-vit-only", "none", {"batch_size": 16})
     names = [r.name for r in sweep.ladder]
-    assert names == [BASE, "recompute-vit-layers", "recompute-gemma-mlp", "recompute-attention",
-                     "recompute-expert-mlp"]
+    assert names == [BASE, "recompute-vit-layers", "recompute-gemma-mlp", "recompute-attention", "recompute-expert-mlp"]
     base = sweep.ladder[0].cumulative
     assert base["recompute"] == "none" and base["compile"] == "none" and base["attention"] == "flex"
     assert sweep.ladder[2].cumulative == {**base, "recompute": {"patterns": ["backbone.layers.*.prefix.mlp"]}}
@@ -27,6 +27,7 @@ def test_sweep_configurations():
     model = FAMILY.build("tiny", FAMILY.parse_options(base), {"action_horizon": 4}, "cpu", torch.float32, 0).model
     for rung in sweep.ladder[1:]:
         from models.recompute import matching_modules
+
         assert matching_modules(model, rung.cumulative["recompute"]["patterns"])
 
 
@@ -38,12 +39,17 @@ def rung(name, steps, peak, status="ok"):
 
 
 def test_sweep_cost_per_gib_and_noise():
-    result = {"scenario": {"name": "s"}, "target": {"name": "cpu"},
-              "workload": {"model_size": "tiny", "batch_size": 2},
-              "rungs": [rung(BASE, [1.00, 1.01, 0.99, 1.00], 10.0),
-                        rung("recompute-a", [1.10, 1.11, 1.09, 1.10], 8.0),   # +100 ms for 2 GiB
-                        rung("recompute-b", [1.005, 1.0, 0.995, 1.0], 6.0),   # free: inside the noise
-                        rung("recompute-c", [], 0, status="oom")]}
+    result = {
+        "scenario": {"name": "s"},
+        "target": {"name": "cpu"},
+        "workload": {"model_size": "tiny", "batch_size": 2},
+        "rungs": [
+            rung(BASE, [1.00, 1.01, 0.99, 1.00], 10.0),
+            rung("recompute-a", [1.10, 1.11, 1.09, 1.10], 8.0),  # +100 ms for 2 GiB
+            rung("recompute-b", [1.005, 1.0, 0.995, 1.0], 6.0),  # free: inside the noise
+            rung("recompute-c", [], 0, status="oom"),
+        ],
+    }
     rows = {r["group"]: r for r in sweep_rows(result)}
     assert rows["a"]["extra_ms"] == pytest.approx(100) and rows["a"]["saved_gib"] == pytest.approx(2)
     assert rows["a"]["ms_per_gib"] == pytest.approx(50)

@@ -1,4 +1,5 @@
 """`vlabench make-dataset`: write a LeRobotDataset v3.0 folder from a source of episodes."""
+
 from __future__ import annotations
 
 import sys
@@ -46,18 +47,31 @@ def cmd_make_dataset(args) -> int:
         now = time.perf_counter()
         if p.episodes == args.episodes or now - last_print[0] >= 1.0:
             last_print[0] = now
-            print(f"  {p.episodes}/{args.episodes} episodes, {p.frames} frames, "
-                  f"{p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s", flush=True)
+            print(
+                f"  {p.episodes}/{args.episodes} episodes, {p.frames} frames, "
+                f"{p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s",
+                flush=True,
+            )
 
-    print(f"writing {args.episodes} {args.source} episodes ({args.image_size}x{args.image_size}, "
-          f"{args.fps} fps) to {args.out}")
+    print(
+        f"writing {args.episodes} {args.source} episodes ({args.image_size}x{args.image_size}, "
+        f"{args.fps} fps) to {args.out}"
+    )
     start = time.perf_counter()
     try:
-        info = write_dataset(args.out, episodes, libero_features(args.image_size), WriteSettings(fps=args.fps),
-                             overwrite=args.overwrite, progress=progress)
+        info = write_dataset(
+            args.out,
+            episodes,
+            libero_features(args.image_size),
+            WriteSettings(fps=args.fps),
+            overwrite=args.overwrite,
+            progress=progress,
+        )
     except KeyboardInterrupt:
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
         return 130
-    print(f"wrote {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
-          f"in {time.perf_counter() - start:.1f} s: {args.out}")
+    print(
+        f"wrote {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
+        f"in {time.perf_counter() - start:.1f} s: {args.out}"
+    )
     return 0

@@ -18,6 +18,7 @@ A sample (`dataset[i]`, i a frame of the whole dataset) holds:
     task              str
     episode_index, frame_index, index, task_index: int; timestamp: float (s from the episode's start)
 """
+
 from __future__ import annotations
 
 import json
@@ -75,6 +76,7 @@ class DatasetMeta:
 
 # ----------------------------------------------------------------------------------------------- opening
 
+
 def _json(path: Path, what: str) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -96,8 +98,9 @@ def _table(path: Path, what: str, columns: list[str] | None = None) -> pa.Table:
         names = pq.read_schema(path).names
         missing = [c for c in columns or () if c not in names]
         if missing:
-            raise DatasetError(path, missing[0], f"a column {missing[0]!r} ({what})",
-                               f"only {', '.join(names) or 'no columns'}")
+            raise DatasetError(
+                path, missing[0], f"a column {missing[0]!r} ({what})", f"only {', '.join(names) or 'no columns'}"
+            )
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(path, None, f"a readable parquet file ({what})", " ".join(str(exc).split())[:200]) from None
@@ -105,17 +108,23 @@ def _table(path: Path, what: str, columns: list[str] | None = None) -> pa.Table:
 
 def _check_info(path: Path, info: dict) -> tuple[float, dict, list[str]]:
     """fps, features and camera keys of a valid info.json."""
+
     def fail(key, expected, got):
         raise DatasetError(path, key, expected, got)
 
     if info.get("codebase_version") != fmt.CODEBASE_VERSION:
-        fail("codebase_version", f"{fmt.CODEBASE_VERSION!r} (the LeRobotDataset v3.0 layout)",
-             repr(info.get("codebase_version")))
+        fail(
+            "codebase_version",
+            f"{fmt.CODEBASE_VERSION!r} (the LeRobotDataset v3.0 layout)",
+            repr(info.get("codebase_version")),
+        )
     fps = info.get("fps")
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0:
         fail("fps", "a positive number", repr(fps))
-    for key, fields in (("data_path", ("chunk_index", "file_index")),
-                        ("video_path", ("video_key", "chunk_index", "file_index"))):
+    for key, fields in (
+        ("data_path", ("chunk_index", "file_index")),
+        ("video_path", ("video_key", "chunk_index", "file_index")),
+    ):
         template = info.get(key)
         if not isinstance(template, str) or any("{" + f not in template for f in fields):
             fail(key, f"a path template with {', '.join('{' + f + '}' for f in fields)}", repr(template))
@@ -127,8 +136,12 @@ def _check_info(path: Path, info: dict) -> tuple[float, dict, list[str]]:
         ft = features.get(key)
         if ft is None:
             fail(f"features.{key}", "a float32 feature of shape [n]", "nothing")
-        if not isinstance(ft, dict) or not isinstance(ft.get("shape"), list) or not ft["shape"] or \
-                not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in ft["shape"]):
+        if (
+            not isinstance(ft, dict)
+            or not isinstance(ft.get("shape"), list)
+            or not ft["shape"]
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in ft["shape"])
+        ):
             fail(f"features.{key}", "a dtype and a shape (a list of positive integers)", repr(ft)[:60])
     for key in ("observation.state", "action"):
         ft = features[key]
@@ -139,8 +152,11 @@ def _check_info(path: Path, info: dict) -> tuple[float, dict, list[str]]:
             fail(f"features.{key}", f"a {want['dtype']} feature (every LeRobot frame has one)", "nothing")
     images = [key for key, ft in features.items() if ft.get("dtype") == "image"]
     if images:
-        fail(f"features.{images[0]}.dtype", "video (this reader decodes MP4 cameras; images stored in the "
-             "parquet files are not supported)", "image")
+        fail(
+            f"features.{images[0]}.dtype",
+            "video (this reader decodes MP4 cameras; images stored in the parquet files are not supported)",
+            "image",
+        )
     if not cameras:
         fail("features", "at least one camera (a feature of dtype video)", "none")
     for key in cameras:
@@ -162,8 +178,12 @@ def _path(info_path: Path, info: dict, template: str, **fields) -> Path:
     try:
         return info_path.parent.parent / info[template].format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
-        raise DatasetError(info_path, template, f"a path template of {', '.join(fields)}",
-                           f"{info[template]!r} ({type(exc).__name__}: {exc})") from None
+        raise DatasetError(
+            info_path,
+            template,
+            f"a path template of {', '.join(fields)}",
+            f"{info[template]!r} ({type(exc).__name__}: {exc})",
+        ) from None
 
 
 def load_meta(root: Path) -> DatasetMeta:
@@ -185,8 +205,15 @@ def load_meta(root: Path) -> DatasetMeta:
     episode_files = sorted((root / "meta/episodes").glob("chunk-*/file-*.parquet"))
     if not episode_files:
         raise DatasetError(root / "meta/episodes", None, "episode files chunk-XXX/file-XXX.parquet", "none")
-    columns = ["episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
-               "dataset_to_index"]
+    columns = [
+        "episode_index",
+        "tasks",
+        "length",
+        "data/chunk_index",
+        "data/file_index",
+        "dataset_from_index",
+        "dataset_to_index",
+    ]
     for key in cameras:
         columns += [f"videos/{key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
     rows = []
@@ -197,20 +224,36 @@ def load_meta(root: Path) -> DatasetMeta:
     episodes, next_row = [], 0
     for n, (path, row) in enumerate(rows):
         if row["episode_index"] != n:
-            raise DatasetError(path, "episode_index", f"episodes 0..{len(rows) - 1}, each once",
-                               f"episode {row['episode_index']} where episode {n} belongs")
+            raise DatasetError(
+                path,
+                "episode_index",
+                f"episodes 0..{len(rows) - 1}, each once",
+                f"episode {row['episode_index']} where episode {n} belongs",
+            )
         start, stop = row["dataset_from_index"], row["dataset_to_index"]
         if start != next_row or stop - start != row["length"] or row["length"] < 1:
-            raise DatasetError(path, f"episode {n}", f"frames from row {next_row}, {row['length']} of them",
-                               f"rows {start}..{stop}")
+            raise DatasetError(
+                path, f"episode {n}", f"frames from row {next_row}, {row['length']} of them", f"rows {start}..{stop}"
+            )
         next_row = stop
-        data_file = _path(info_path, info, "data_path", chunk_index=row["data/chunk_index"],
-                          file_index=row["data/file_index"])
-        videos = {key: VideoSpan(_path(info_path, info, "video_path", video_key=key,
-                                       chunk_index=row[f"videos/{key}/chunk_index"],
-                                       file_index=row[f"videos/{key}/file_index"]),
-                                 row[f"videos/{key}/from_timestamp"], row[f"videos/{key}/to_timestamp"])
-                  for key in cameras}
+        data_file = _path(
+            info_path, info, "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+        )
+        videos = {
+            key: VideoSpan(
+                _path(
+                    info_path,
+                    info,
+                    "video_path",
+                    video_key=key,
+                    chunk_index=row[f"videos/{key}/chunk_index"],
+                    file_index=row[f"videos/{key}/file_index"],
+                ),
+                row[f"videos/{key}/from_timestamp"],
+                row[f"videos/{key}/to_timestamp"],
+            )
+            for key in cameras
+        }
         episodes.append(EpisodeInfo(n, row["length"], tuple(row["tasks"] or ()), (start, stop), data_file, videos))
     for key, total in (("total_episodes", len(episodes)), ("total_frames", next_row)):
         if info.get(key) != total:
@@ -231,8 +274,12 @@ def _vectors(column: pa.ChunkedArray, path: Path, key: str, width: int, info_pat
     else:
         raise DatasetError(path, key, f"a list of {width} values per row", str(array.type))
     if found != width:
-        raise DatasetError(info_path, f"features.{key}.shape", f"[{found}] (the width of {key} in "
-                           f"{path.relative_to(info_path.parent.parent)})", f"[{width}]")
+        raise DatasetError(
+            info_path,
+            f"features.{key}.shape",
+            f"[{found}] (the width of {key} in {path.relative_to(info_path.parent.parent)})",
+            f"[{width}]",
+        )
     values = array.flatten().to_numpy(zero_copy_only=False)
     return values.astype(np.float32, copy=False).reshape(len(array), width)
 
@@ -245,30 +292,49 @@ def load_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
         files.setdefault(ep.data_file, []).append(ep)
     parts = []
     for path, eps in sorted(files.items()):
-        what = f"the frames of episode{'s' if len(eps) > 1 else ''} " + \
-            (f"{eps[0].index}-{eps[-1].index}" if len(eps) > 1 else f"{eps[0].index}") + " (per meta/episodes)"
+        what = (
+            f"the frames of episode{'s' if len(eps) > 1 else ''} "
+            + (f"{eps[0].index}-{eps[-1].index}" if len(eps) > 1 else f"{eps[0].index}")
+            + " (per meta/episodes)"
+        )
         table = _table(path, what, ["observation.state", "action", *fmt.INDEX_FEATURES])
-        part = {key: _vectors(table[key], path, key, meta.feature_shape(key)[0], info_path)
-                for key in ("observation.state", "action")}
+        part = {
+            key: _vectors(table[key], path, key, meta.feature_shape(key)[0], info_path)
+            for key in ("observation.state", "action")
+        }
         part.update({key: table[key].to_numpy() for key in fmt.INDEX_FEATURES})
         parts.append((path, part))
     frames = {key: np.concatenate([p[key] for _, p in parts]) for key in parts[0][1]}
     lengths = np.array([ep.length for ep in meta.episodes])
-    expected = {"index": np.arange(meta.total_frames),
-                "episode_index": np.repeat(np.arange(len(meta.episodes)), lengths),
-                "frame_index": np.arange(meta.total_frames) - np.repeat([ep.rows[0] for ep in meta.episodes], lengths)}
+    expected = {
+        "index": np.arange(meta.total_frames),
+        "episode_index": np.repeat(np.arange(len(meta.episodes)), lengths),
+        "frame_index": np.arange(meta.total_frames) - np.repeat([ep.rows[0] for ep in meta.episodes], lengths),
+    }
     for key, want in expected.items():
         got = frames[key]
         if len(got) != len(want):
-            raise DatasetError(parts[-1][0], None, f"{len(want)} frame rows in all (per meta/episodes)",
-                               f"{len(got)} in {', '.join(str(p.relative_to(meta.root)) for p, _ in parts)}")
+            raise DatasetError(
+                parts[-1][0],
+                None,
+                f"{len(want)} frame rows in all (per meta/episodes)",
+                f"{len(got)} in {', '.join(str(p.relative_to(meta.root)) for p, _ in parts)}",
+            )
         if not np.array_equal(got, want):
             row = int(np.argmax(got != want))
-            raise DatasetError(_file_of_row(parts, row), key, f"{want[row]} at row {row} (frames in episode order, "
-                               "per meta/episodes)", str(got[row]))
+            raise DatasetError(
+                _file_of_row(parts, row),
+                key,
+                f"{want[row]} at row {row} (frames in episode order, per meta/episodes)",
+                str(got[row]),
+            )
     if len(meta.tasks) and frames["task_index"].max() >= len(meta.tasks):
-        raise DatasetError(meta.root / fmt.TASKS_PATH, None, f"task_index up to {frames['task_index'].max()}",
-                           f"{len(meta.tasks)} tasks")
+        raise DatasetError(
+            meta.root / fmt.TASKS_PATH,
+            None,
+            f"task_index up to {frames['task_index'].max()}",
+            f"{len(meta.tasks)} tasks",
+        )
     return frames
 
 
@@ -290,13 +356,20 @@ def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: 
             files.setdefault(ep.videos[key].path, []).append(ep)
         for path, eps in files.items():
             if not path.exists():
-                raise DatasetError(path, None, f"the {key} video of episodes {eps[0].index}-{eps[-1].index} "
-                                   "(per meta/episodes)", "no such file")
+                raise DatasetError(
+                    path,
+                    None,
+                    f"the {key} video of episodes {eps[0].index}-{eps[-1].index} (per meta/episodes)",
+                    "no such file",
+                )
             found = probe(path)
             if (found["height"], found["width"]) != (height, width):
-                raise DatasetError(info_path, f"features.{key}.shape", f"[{found['height']}, {found['width']}, 3] "
-                                   f"(the frame size of {path.relative_to(meta.root)})",
-                                   str(meta.features[key]["shape"]))
+                raise DatasetError(
+                    info_path,
+                    f"features.{key}.shape",
+                    f"[{found['height']}, {found['width']}, 3] (the frame size of {path.relative_to(meta.root)})",
+                    str(meta.features[key]["shape"]),
+                )
             last = max(eps, key=lambda ep: ep.videos[key].from_s)
             ts = last.videos[key].from_s + float(frames["timestamp"][last.rows[1] - 1])
             decoder = VideoDecoder(path, tolerance_s)
@@ -308,22 +381,33 @@ def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: 
 
 # ----------------------------------------------------------------------------------------------- the dataset
 
+
 class LeRobotV3Dataset(torch.utils.data.Dataset):
     """Frames of a LeRobotDataset v3.0 folder as raw samples (see the module docstring).
 
     Video files stay open between samples, one decoder per file and process (DataLoader workers each open
     their own); `cameras` limits which cameras are decoded (default: all)."""
 
-    def __init__(self, root: str | Path, action_horizon: int = 50, cameras: list[str] | None = None,
-                 tolerance_s: float = TOLERANCE_S, check_video_files: bool = True):
+    def __init__(
+        self,
+        root: str | Path,
+        action_horizon: int = 50,
+        cameras: list[str] | None = None,
+        tolerance_s: float = TOLERANCE_S,
+        check_video_files: bool = True,
+    ):
         if action_horizon < 1:
             raise DatasetError("action_horizon", None, "a positive number of actions", str(action_horizon))
         self.meta = load_meta(Path(root))
         self.root = self.meta.root
         unknown = [c for c in cameras or () if c not in self.meta.cameras]
         if unknown:
-            raise DatasetError(self.root / fmt.INFO_PATH, "features", f"a camera {unknown[0]!r}",
-                               f"only {', '.join(self.meta.cameras)}")
+            raise DatasetError(
+                self.root / fmt.INFO_PATH,
+                "features",
+                f"a camera {unknown[0]!r}",
+                f"only {', '.join(self.meta.cameras)}",
+            )
         self.cameras = list(cameras) if cameras is not None else list(self.meta.cameras)
         self.action_horizon = action_horizon
         self.tolerance_s = tolerance_s
@@ -342,8 +426,12 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
             except (TypeError, ValueError, AttributeError) as exc:
                 if isinstance(exc, DatasetError):
                     raise
-                raise DatasetError(stats_path, None, "numbers (or nested lists of them) per feature and statistic",
-                                   " ".join(str(exc).split())[:120]) from None
+                raise DatasetError(
+                    stats_path,
+                    None,
+                    "numbers (or nested lists of them) per feature and statistic",
+                    " ".join(str(exc).split())[:120],
+                ) from None
         self._decoders: OrderedDict[Path, VideoDecoder] = OrderedDict()
         self._pid = os.getpid()
 
@@ -360,8 +448,9 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
         sample = {}
         for key in self.cameras:
             span = ep.videos[key]
-            frame = self._decoder(span.path).frame_at(span.from_s + timestamp,
-                                                      f"episode {ep.index}, frame {i - ep.rows[0]}")
+            frame = self._decoder(span.path).frame_at(
+                span.from_s + timestamp, f"episode {ep.index}, frame {i - ep.rows[0]}"
+            )
             sample[key] = torch.from_numpy(frame)
         sample["observation.state"] = torch.from_numpy(self._frames["observation.state"][i].copy())
         sample["action"] = torch.from_numpy(self._frames["action"][np.minimum(steps, end - 1)])

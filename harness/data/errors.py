@@ -1,4 +1,5 @@
 """The one error of the data layer: a dataset (or an episode handed to the writer) that cannot be used."""
+
 from __future__ import annotations
 
 from ..errors import InputError

@@ -12,6 +12,7 @@ Facts from huggingface/lerobot (src/lerobot/datasets/utils.py, feature_utils.py,
 dataset_writer.py, configs/video.py, utils/constants.py); the LIBERO feature names from the info.json of
 the v3.0 LIBERO datasets on the Hub (1693 episodes, 273465 frames, 40 tasks at 10 fps).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,10 +72,16 @@ def libero_features(image_size: int = 256) -> dict[str, dict]:
     camera = {"dtype": "video", "shape": [image_size, image_size, 3], "names": ["height", "width", "channel"]}
     return {
         **{key: dict(camera) for key in LIBERO_CAMERAS},
-        "observation.state": {"dtype": "float32", "shape": [len(LIBERO_STATE_NAMES)],
-                              "names": {"motors": list(LIBERO_STATE_NAMES)}},
-        "action": {"dtype": "float32", "shape": [len(LIBERO_ACTION_NAMES)],
-                   "names": {"motors": list(LIBERO_ACTION_NAMES)}},
+        "observation.state": {
+            "dtype": "float32",
+            "shape": [len(LIBERO_STATE_NAMES)],
+            "names": {"motors": list(LIBERO_STATE_NAMES)},
+        },
+        "action": {
+            "dtype": "float32",
+            "shape": [len(LIBERO_ACTION_NAMES)],
+            "names": {"motors": list(LIBERO_ACTION_NAMES)},
+        },
     }
 
 
@@ -104,10 +111,18 @@ def video_info(height: int, width: int, fps: int, encoding: VideoEncoding) -> di
     }
 
 
-def make_info(fps: int, features: dict, *, total_episodes: int, total_frames: int, total_tasks: int,
-              robot_type: str | None = LIBERO_ROBOT, chunks_size: int = CHUNKS_SIZE,
-              data_files_size_in_mb: float = DATA_FILES_SIZE_IN_MB,
-              video_files_size_in_mb: float = VIDEO_FILES_SIZE_IN_MB) -> dict:
+def make_info(
+    fps: int,
+    features: dict,
+    *,
+    total_episodes: int,
+    total_frames: int,
+    total_tasks: int,
+    robot_type: str | None = LIBERO_ROBOT,
+    chunks_size: int = CHUNKS_SIZE,
+    data_files_size_in_mb: float = DATA_FILES_SIZE_IN_MB,
+    video_files_size_in_mb: float = VIDEO_FILES_SIZE_IN_MB,
+) -> dict:
     """`meta/info.json`, keys in the order of the files LeRobot writes; `features` must already hold the
     index features."""
     return {

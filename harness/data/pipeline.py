@@ -12,6 +12,7 @@ Both draw the same batches: the sample order is a seeded permutation (a new one 
 draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. The
 time a step waited for its batch is measured on the host around fetching it.
 """
+
 from __future__ import annotations
 
 import queue
@@ -76,8 +77,7 @@ def batch_generator(seed: int, index: int) -> torch.Generator:
 
 
 def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
-    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
-            for k, v in batch.items()}
+    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 def _pinned(batch: dict) -> dict:
@@ -95,16 +95,30 @@ class BatchSource:
     step waited for it. `prepare(raw, generator)` is the family's host-side preprocessing, `finish(batch)` its
     device-side part (run inside the step by the caller)."""
 
-    def __init__(self, dataset, batch_size: int, options: LoaderOptions, collate: Callable[[list], dict],
-                 prepare: Callable[[dict, torch.Generator], dict], device: torch.device, seed: int,
-                 shuffle: bool = True):
+    def __init__(
+        self,
+        dataset,
+        batch_size: int,
+        options: LoaderOptions,
+        collate: Callable[[list], dict],
+        prepare: Callable[[dict, torch.Generator], dict],
+        device: torch.device,
+        seed: int,
+        shuffle: bool = True,
+    ):
         self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
         workers = options.workers
-        self.loader = DataLoader(dataset, batch_size=batch_size, sampler=EpochPermutations(len(dataset), seed, shuffle),
-                                 num_workers=workers, collate_fn=collate, drop_last=True,
-                                 pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
-                                 prefetch_factor=options.prefetch_factor if workers else None,
-                                 persistent_workers=workers > 0)
+        self.loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=EpochPermutations(len(dataset), seed, shuffle),
+            num_workers=workers,
+            collate_fn=collate,
+            drop_last=True,
+            pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
+            prefetch_factor=options.prefetch_factor if workers else None,
+            persistent_workers=workers > 0,
+        )
         self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
         self.index = 0
         self._thread = None
@@ -175,8 +189,17 @@ class BatchSource:
         del self._raw  # ends the worker processes
 
 
-__all__ = ["BatchSource", "DataSpec", "DatasetFeed", "EpochPermutations", "Fetched", "LoaderOptions",
-           "SyntheticFeed", "batch_generator", "feed_kind"]
+__all__ = [
+    "BatchSource",
+    "DataSpec",
+    "DatasetFeed",
+    "EpochPermutations",
+    "Fetched",
+    "LoaderOptions",
+    "SyntheticFeed",
+    "batch_generator",
+    "feed_kind",
+]
 
 
 class SyntheticFeed:
@@ -198,8 +221,18 @@ class SyntheticFeed:
 class DatasetFeed:
     """Batches read from a dataset inside the step: the loader's batch, then the family's device-side finish."""
 
-    def __init__(self, spec: DataSpec, options: LoaderOptions, family, size: str, workload: dict,
-                 device: torch.device, dtype: torch.dtype, seed: int, shard: tuple[int, int] = (0, 1)):
+    def __init__(
+        self,
+        spec: DataSpec,
+        options: LoaderOptions,
+        family,
+        size: str,
+        workload: dict,
+        device: torch.device,
+        dtype: torch.dtype,
+        seed: int,
+        shard: tuple[int, int] = (0, 1),
+    ):
         from functools import partial
 
         from .dataset import LeRobotV3Dataset
@@ -207,8 +240,12 @@ class DatasetFeed:
 
         cameras = tuple(spec.cameras)
         if len(cameras) != workload["cameras"]:
-            raise DatasetError("data.cameras", None, f"{workload['cameras']} camera keys (the workload's cameras)",
-                               f"{len(cameras)}: {', '.join(cameras)}")
+            raise DatasetError(
+                "data.cameras",
+                None,
+                f"{workload['cameras']} camera keys (the workload's cameras)",
+                f"{len(cameras)}: {', '.join(cameras)}",
+            )
         self.dataset = LeRobotV3Dataset(spec.dataset, action_horizon=workload["action_horizon"], cameras=list(cameras))
         stats_file = self.dataset.root / "meta" / "stats.json"
         try:
@@ -217,9 +254,16 @@ class DatasetFeed:
             raise DatasetError(stats_file, None, "statistics the model's preprocessing can use", str(e)) from None
         rank, world = shard
         self.dtype = dtype
-        self.source = BatchSource(self.dataset, workload["batch_size"], options,
-                                  partial(type(self.processor).collate, cameras=cameras), self.processor.prepare,
-                                  device, seed + 7919 * rank, spec.shuffle)
+        self.source = BatchSource(
+            self.dataset,
+            workload["batch_size"],
+            options,
+            partial(type(self.processor).collate, cameras=cameras),
+            self.processor.prepare,
+            device,
+            seed + 7919 * rank,
+            spec.shuffle,
+        )
         self.spec, self.options, self.world = spec, options, world
 
     def fetch(self, i: int) -> tuple[dict, float]:
@@ -227,13 +271,23 @@ class DatasetFeed:
         return self.processor.finish(got.batch, self.dtype), got.wait_s
 
     def describe(self) -> dict:
-        return {"data": {"dataset": str(self.dataset.root), "frames": len(self.dataset),
-                         "episodes": len(self.dataset.meta.episodes), "cameras": list(self.spec.cameras)},
-                "loader": {"kind": self.options.kind, "workers": self.options.workers,
-                           "pin_memory": self.options.pin_memory, "prefetch_factor": self.options.prefetch_factor,
-                           **({"buffers": self.options.buffers} if self.options.kind == "async" else {})},
-                "processor": self.processor.describe(),
-                **({"data_note": "each process reads its own seeded order of the dataset"} if self.world > 1 else {})}
+        return {
+            "data": {
+                "dataset": str(self.dataset.root),
+                "frames": len(self.dataset),
+                "episodes": len(self.dataset.meta.episodes),
+                "cameras": list(self.spec.cameras),
+            },
+            "loader": {
+                "kind": self.options.kind,
+                "workers": self.options.workers,
+                "pin_memory": self.options.pin_memory,
+                "prefetch_factor": self.options.prefetch_factor,
+                **({"buffers": self.options.buffers} if self.options.kind == "async" else {}),
+            },
+            "processor": self.processor.describe(),
+            **({"data_note": "each process reads its own seeded order of the dataset"} if self.world > 1 else {}),
+        }
 
     def close(self) -> None:
         self.source.close()

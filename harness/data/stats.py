@@ -9,6 +9,7 @@ sampled. The dataset's stats aggregate the episodes': count-weighted mean, poole
 of maxes, and for quantiles LeRobot's conservative envelope (the smallest q01/q10/q50, the largest q90/q99
 over episodes), not a global quantile.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def _column_stats(values: np.ndarray, counts: np.ndarray | None = None) -> dict[
     n = counts.sum()
     lo, hi = float(values[counts > 0].min()), float(values[counts > 0].max())
     mean = float((values * counts).sum() / n)
-    var = float((values.astype(np.float64) ** 2 * counts).sum() / n) - mean ** 2
+    var = float((values.astype(np.float64) ** 2 * counts).sum() / n) - mean**2
     edges = np.linspace(lo - 1e-10, hi + 1e-10, HISTOGRAM_BINS + 1)
     hist, _ = np.histogram(values, bins=edges, weights=counts)
     out = {"min": lo, "max": hi, "mean": mean, "std": float(np.sqrt(max(0.0, var)))}
@@ -65,7 +66,7 @@ def vector_stats(array: np.ndarray) -> dict[str, np.ndarray]:
 
 def sample_indices(length: int) -> np.ndarray:
     """Which frames of an episode the camera stats look at: all of the first 100, then length**0.75."""
-    n = max(min(100, length), min(int(length ** 0.75), 10_000))
+    n = max(min(100, length), min(int(length**0.75), 10_000))
     return np.round(np.linspace(0, length - 1, n)).astype(int)
 
 
@@ -78,8 +79,10 @@ def image_stats(frames) -> dict[str, np.ndarray]:
         picked = picked[:, ::step, ::step]
     values = np.arange(256, dtype=np.float64)
     # A uint8 channel is a histogram of 256 values: exact stats at a fraction of the cost.
-    columns = [_column_stats(values, np.bincount(picked[..., c].ravel(), minlength=256).astype(np.float64))
-               for c in range(picked.shape[-1])]
+    columns = [
+        _column_stats(values, np.bincount(picked[..., c].ravel(), minlength=256).astype(np.float64))
+        for c in range(picked.shape[-1])
+    ]
     stats = {key: np.array([c[key] for c in columns]).reshape(-1, 1, 1) / 255.0 for key in columns[0]}
     stats["count"] = np.array([len(picked)])
     return stats
@@ -96,8 +99,13 @@ def aggregate(episode_stats: list[dict[str, dict[str, np.ndarray]]]) -> dict[str
         means = np.stack([p["mean"] for p in parts])
         mean = (means * weights).sum(axis=0) / counts.sum()
         var = ((np.stack([p["std"] for p in parts]) ** 2 + (means - mean) ** 2) * weights).sum(axis=0) / counts.sum()
-        merged = {"min": np.min([p["min"] for p in parts], axis=0), "max": np.max([p["max"] for p in parts], axis=0),
-                  "mean": mean, "std": np.sqrt(var), "count": np.array([int(counts.sum())])}
+        merged = {
+            "min": np.min([p["min"] for p in parts], axis=0),
+            "max": np.max([p["max"] for p in parts], axis=0),
+            "mean": mean,
+            "std": np.sqrt(var),
+            "count": np.array([int(counts.sum())]),
+        }
         for q in QUANTILE_KEYS:
             stacked = np.stack([p[q] for p in parts])
             merged[q] = stacked.min(axis=0) if int(q[1:]) <= 50 else stacked.max(axis=0)
@@ -107,11 +115,16 @@ def aggregate(episode_stats: list[dict[str, dict[str, np.ndarray]]]) -> dict[str
 
 def to_json(stats: dict[str, dict[str, np.ndarray]]) -> dict:
     """Nested lists, as `meta/stats.json` stores them."""
-    return {key: {name: np.asarray(value).tolist() for name, value in feature.items()}
-            for key, feature in stats.items()}
+    return {
+        key: {name: np.asarray(value).tolist() for name, value in feature.items()} for key, feature in stats.items()
+    }
 
 
 def from_json(raw: dict) -> dict[str, dict[str, np.ndarray]]:
-    return {key: {name: np.atleast_1d(np.asarray(value, dtype=np.float64 if name != "count" else np.int64))
-                  for name, value in feature.items()}
-            for key, feature in raw.items()}
+    return {
+        key: {
+            name: np.atleast_1d(np.asarray(value, dtype=np.float64 if name != "count" else np.int64))
+            for name, value in feature.items()
+        }
+        for key, feature in raw.items()
+    }

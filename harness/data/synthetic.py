@@ -8,6 +8,7 @@ sliding table texture with the gripper and objects drawn on it, and a wrist view
 and turns with the end effector. Not photo-real, but textured and moving, so the video compresses like
 video rather than like a flat colour.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -28,8 +29,9 @@ TASKS = (
 LENGTHS = (80, 200)
 
 
-def synthetic_episodes(count: int, seed: int = 0, image_size: int = 256,
-                       lengths: tuple[int, int] = LENGTHS) -> Iterator[Episode]:
+def synthetic_episodes(
+    count: int, seed: int = 0, image_size: int = 256, lengths: tuple[int, int] = LENGTHS
+) -> Iterator[Episode]:
     for n in range(count):
         yield synthetic_episode(n, seed, image_size, lengths)
 
@@ -72,8 +74,9 @@ def _texture(rng: np.random.Generator, height: int, width: int, tint: np.ndarray
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     out = np.empty((height, width, 3), np.float32)
     for c in range(3):
-        wave = sum(np.sin(xx * rng.uniform(0.01, 0.08) + yy * rng.uniform(0.01, 0.08) + rng.uniform(0, 6.3))
-                   for _ in range(3))
+        wave = sum(
+            np.sin(xx * rng.uniform(0.01, 0.08) + yy * rng.uniform(0.01, 0.08) + rng.uniform(0, 6.3)) for _ in range(3)
+        )
         out[..., c] = tint[c] + 25 * wave + 40 * yy / height
     # Fine grain (wood, cloth): fixed to the texture, so it moves with the view as real surface detail does.
     grain = rng.normal(0, 1, size=(height // 2 + 1, width // 2 + 1)).repeat(2, 0).repeat(2, 1)[:height, :width]
@@ -87,12 +90,14 @@ def _disc(image: np.ndarray, cy: float, cx: float, radius: float, color) -> None
     if y0 >= y1 or x0 >= x1:
         return
     yy, xx = np.ogrid[y0:y1, x0:x1]
-    image[y0:y1, x0:x1][(yy - cy) ** 2 + (xx - cx) ** 2 <= radius ** 2] = color
+    image[y0:y1, x0:x1][(yy - cy) ** 2 + (xx - cx) ** 2 <= radius**2] = color
 
 
 def _box(image: np.ndarray, cy: float, cx: float, half_h: float, half_w: float, color) -> None:
     h, w = image.shape[:2]
-    image[max(0, int(cy - half_h)):min(h, int(cy + half_h)), max(0, int(cx - half_w)):min(w, int(cx + half_w))] = color
+    image[max(0, int(cy - half_h)) : min(h, int(cy + half_h)), max(0, int(cx - half_w)) : min(w, int(cx + half_w))] = (
+        color
+    )
 
 
 def _render(rng: np.random.Generator, state: np.ndarray, task_id: int, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +118,7 @@ def _render(rng: np.random.Generator, state: np.ndarray, task_id: int, size: int
         # Agent view: the table slides slowly, objects sit on it, the gripper hovers at the end effector.
         shift = int((t * 0.7 + 40 * x) * s) % size
         frame = agent[t]
-        frame[:] = table[:, shift:shift + size]
+        frame[:] = table[:, shift : shift + size]
         for (oy, ox), color in zip(objects, colors):
             _box(frame, oy, (ox - shift) % size, 10 * s, 14 * s, color)
         gy, gx = size * (0.5 - 2.0 * (y - 0.0)), size * (0.5 + 2.0 * (x + 0.2))
@@ -126,7 +131,7 @@ def _render(rng: np.random.Generator, state: np.ndarray, task_id: int, size: int
         oy = int(size / 2 + 300 * y * s + 20 * ry * s) % size
         ox = int(size / 2 + 300 * x * s + 20 * rz * s) % size
         frame = wrist[t]
-        frame[:] = wall[oy:oy + size, ox:ox + size]
+        frame[:] = wall[oy : oy + size, ox : ox + size]
         if abs(rx - 3.1) > 0.05:  # a tilt of the hand darkens one side
             frame[:, : size // 4] //= 2
         for side in (-1, 1):

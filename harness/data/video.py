@@ -5,6 +5,7 @@ LeRobot v3 stores many episodes per MP4, one after the other in time: each episo
 already in the file; `from_timestamp` of an episode is that duration. LeRobot re-muxes the whole file for
 every episode (ffmpeg's concat demuxer); we keep the file open and append, which writes the same stream.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -88,8 +89,13 @@ def probe(path: Path) -> dict:
                 raise DatasetError(path, None, "an MP4 with a video stream", "no video stream")
             stream = container.streams.video[0]
             duration = stream.duration * stream.time_base if stream.duration else container.duration / av.time_base
-            return {"width": stream.codec_context.width, "height": stream.codec_context.height,
-                    "codec": stream.codec_context.name, "frames": stream.frames, "duration_s": float(duration or 0)}
+            return {
+                "width": stream.codec_context.width,
+                "height": stream.codec_context.height,
+                "codec": stream.codec_context.name,
+                "frames": stream.frames,
+                "duration_s": float(duration or 0),
+            }
     except av.FFmpegError as exc:
         raise DatasetError(path, None, "a readable MP4", f"{type(exc).__name__}: {exc.strerror or exc}") from None
 
@@ -121,8 +127,11 @@ class VideoDecoder:
         target = ts / self._time_base
         if self._kept is not None and abs(self._kept[0] - target) * self._time_base <= self.tolerance_s:
             return self._kept[1].copy()  # a copy: the caller may change its frame in place
-        near = self._frame_ticks is not None and self._position is not None \
+        near = (
+            self._frame_ticks is not None
+            and self._position is not None
             and 0 < target - self._position <= 2 * self._frame_ticks
+        )
         frame = None
         try:
             if not near:
@@ -143,12 +152,17 @@ class VideoDecoder:
             raise DatasetError(self.path, None, f"a decodable frame at {ts:.4f} s{_of(what)}", _why(exc)) from None
         if frame is None:
             self._frames = self._position = None
-            raise DatasetError(self.path, None, f"a frame at {ts:.4f} s{_of(what)}",
-                               "the end of the file (truncated or damaged)")
+            raise DatasetError(
+                self.path, None, f"a frame at {ts:.4f} s{_of(what)}", "the end of the file (truncated or damaged)"
+            )
         found = frame.pts * self._time_base
         if abs(found - ts) > self.tolerance_s:
-            raise DatasetError(self.path, None, f"a frame at {ts:.4f} s{_of(what)} within {self.tolerance_s} s",
-                               f"the nearest at {found:.4f} s")
+            raise DatasetError(
+                self.path,
+                None,
+                f"a frame at {ts:.4f} s{_of(what)} within {self.tolerance_s} s",
+                f"the nearest at {found:.4f} s",
+            )
         image = frame.to_ndarray(format="rgb24")
         self._kept = (frame.pts, image)
         return image.copy()

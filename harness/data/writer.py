@@ -4,6 +4,7 @@ A source is an iterable of `Episode`s (frames per camera, state, action, task); 
 where they come from. `write_dataset` builds the dataset in a sibling folder `DIR.tmp-XXXX` and renames it
 into place only once complete, so an interrupted run never leaves a DIR that looks like a dataset.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ from . import stats as stats_lib
 from .errors import DatasetError
 from .video import VideoFileWriter, encode_episode
 
-MB = 1024 ** 2
+MB = 1024**2
 
 
 @dataclass
@@ -61,8 +62,9 @@ def _check_episode(ep: Episode, n: int, features: dict) -> int:
         array = np.asarray(values)
         want = (length, *features[key]["shape"])
         if array.shape != want or not np.issubdtype(array.dtype, np.floating) or not np.isfinite(array).all():
-            raise DatasetError(where, key, f"finite floats of shape {list(want)}",
-                               f"{array.dtype} of shape {list(array.shape)}")
+            raise DatasetError(
+                where, key, f"finite floats of shape {list(want)}", f"{array.dtype} of shape {list(array.shape)}"
+            )
     for key in fmt.video_keys(features):
         frames = ep.frames.get(key)
         if frames is None:
@@ -71,8 +73,12 @@ def _check_episode(ep: Episode, n: int, features: dict) -> int:
             raise DatasetError(where, key, f"{length} frames (one per state)", f"{len(frames)}")
         first = np.asarray(frames[0])
         if first.dtype != np.uint8 or list(first.shape) != features[key]["shape"]:
-            raise DatasetError(where, key, f"uint8 frames of shape {features[key]['shape']}",
-                               f"{first.dtype} of shape {list(first.shape)}")
+            raise DatasetError(
+                where,
+                key,
+                f"uint8 frames of shape {features[key]['shape']}",
+                f"{first.dtype} of shape {list(first.shape)}",
+            )
     return length
 
 
@@ -112,8 +118,9 @@ class DatasetWriter:
             row.update(self._write_video(key, ep.frames[key]))
         ep_stats = {key: stats_lib.image_stats(ep.frames[key]) for key in self.cameras}
         ep_stats.update({key: stats_lib.vector_stats(values) for key, values in columns.items()})
-        ep_stats = {key: ep_stats[key] for key in self.features if key in ep_stats} | \
-            {key: ep_stats[key] for key in fmt.INDEX_FEATURES}
+        ep_stats = {key: ep_stats[key] for key in self.features if key in ep_stats} | {
+            key: ep_stats[key] for key in fmt.INDEX_FEATURES
+        }
         row.update({f"stats/{key}/{name}": value.tolist() for key, s in ep_stats.items() for name, value in s.items()})
         self.episodes.append(row)
         self.episode_stats.append(ep_stats)
@@ -146,8 +153,12 @@ class DatasetWriter:
             self._data = (writer, path, chunk, file, self.total_frames)
         writer, path, chunk, file, _ = self._data
         writer.write_table(table)  # one row group per episode, as LeRobot writes them
-        return {"data/chunk_index": chunk, "data/file_index": file, "dataset_from_index": self.total_frames,
-                "dataset_to_index": self.total_frames + length}
+        return {
+            "data/chunk_index": chunk,
+            "data/file_index": file,
+            "dataset_from_index": self.total_frames,
+            "dataset_to_index": self.total_frames + length,
+        }
 
     def _write_video(self, key: str, frames) -> dict:
         """Encode the camera's frames and append them to its current MP4, or to the next past the size limit."""
@@ -167,8 +178,12 @@ class DatasetWriter:
         if key not in self._video_info:
             height, width = np.asarray(frames[0]).shape[:2]
             self._video_info[key] = fmt.video_info(height, width, self.settings.fps, self.settings.encoding)
-        return {f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
-                f"videos/{key}/from_timestamp": start, f"videos/{key}/to_timestamp": end}
+        return {
+            f"videos/{key}/chunk_index": chunk,
+            f"videos/{key}/file_index": file,
+            f"videos/{key}/from_timestamp": start,
+            f"videos/{key}/to_timestamp": end,
+        }
 
     def finish(self) -> dict:
         """Close the files and write tasks, episodes, stats and, last, info.json; returns the info."""
@@ -186,14 +201,21 @@ class DatasetWriter:
         pq.write_table(pa.Table.from_pylist(rows), path, compression="snappy")
         stats = stats_lib.aggregate(self.episode_stats)
         _write_json(self.root / fmt.STATS_PATH, stats_lib.to_json(stats))
-        features = {key: ({**ft, "info": self._video_info[key]} if key in self._video_info else ft)
-                    for key, ft in self.features.items()}
-        info = fmt.make_info(self.settings.fps, {**features, **fmt.INDEX_FEATURES},
-                             total_episodes=len(self.episodes), total_frames=self.total_frames,
-                             total_tasks=len(self.tasks), robot_type=self.settings.robot_type,
-                             chunks_size=self.settings.chunks_size,
-                             data_files_size_in_mb=self.settings.data_files_size_in_mb,
-                             video_files_size_in_mb=self.settings.video_files_size_in_mb)
+        features = {
+            key: ({**ft, "info": self._video_info[key]} if key in self._video_info else ft)
+            for key, ft in self.features.items()
+        }
+        info = fmt.make_info(
+            self.settings.fps,
+            {**features, **fmt.INDEX_FEATURES},
+            total_episodes=len(self.episodes),
+            total_frames=self.total_frames,
+            total_tasks=len(self.tasks),
+            robot_type=self.settings.robot_type,
+            chunks_size=self.settings.chunks_size,
+            data_files_size_in_mb=self.settings.data_files_size_in_mb,
+            video_files_size_in_mb=self.settings.video_files_size_in_mb,
+        )
         _write_json(self.root / fmt.INFO_PATH, info)
         return info
 
@@ -208,16 +230,39 @@ class DatasetWriter:
 
     def _write_tasks(self) -> None:
         """tasks.parquet as pandas writes LeRobot's DataFrame: the task string is the (named) index."""
-        table = pa.table({"task_index": pa.array(list(self.tasks.values()), pa.int64()),
-                          "task": pa.array(list(self.tasks), pa.string())})
+        table = pa.table(
+            {
+                "task_index": pa.array(list(self.tasks.values()), pa.int64()),
+                "task": pa.array(list(self.tasks), pa.string()),
+            }
+        )
         pandas_meta = {
             "index_columns": ["task"],
-            "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-                                "metadata": {"encoding": "UTF-8"}}],
-            "columns": [{"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-                         "numpy_type": "int64", "metadata": None},
-                        {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
-                         "metadata": None}],
+            "column_indexes": [
+                {
+                    "name": None,
+                    "field_name": None,
+                    "pandas_type": "unicode",
+                    "numpy_type": "object",
+                    "metadata": {"encoding": "UTF-8"},
+                }
+            ],
+            "columns": [
+                {
+                    "name": "task_index",
+                    "field_name": "task_index",
+                    "pandas_type": "int64",
+                    "numpy_type": "int64",
+                    "metadata": None,
+                },
+                {
+                    "name": "task",
+                    "field_name": "task",
+                    "pandas_type": "unicode",
+                    "numpy_type": "object",
+                    "metadata": None,
+                },
+            ],
             "creator": {"library": "pyarrow", "version": pa.__version__},
             "pandas_version": "2.2.3",
         }
@@ -239,8 +284,14 @@ class Progress:
     elapsed_s: float
 
 
-def write_dataset(root: Path, episodes: Iterable[Episode], features: dict, settings: WriteSettings | None = None,
-                  overwrite: bool = False, progress: Callable[[Progress], None] | None = None) -> dict:
+def write_dataset(
+    root: Path,
+    episodes: Iterable[Episode],
+    features: dict,
+    settings: WriteSettings | None = None,
+    overwrite: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> dict:
     """Write `episodes` as a dataset at `root`, atomically; returns its info.json content.
 
     An existing `root` is refused unless `overwrite`, and even then only if it is a dataset or empty, so a
@@ -277,8 +328,16 @@ def check_target(root: Path, overwrite: bool) -> None:
     if not root.exists():
         return
     if not overwrite:
-        raise DatasetError(root, None, "a path where no dataset exists yet (or --overwrite to replace it)",
-                           "an existing " + ("dataset" if (root / fmt.INFO_PATH).exists() else "path"))
+        raise DatasetError(
+            root,
+            None,
+            "a path where no dataset exists yet (or --overwrite to replace it)",
+            "an existing " + ("dataset" if (root / fmt.INFO_PATH).exists() else "path"),
+        )
     if not root.is_dir() or not ((root / fmt.INFO_PATH).exists() or not any(root.iterdir())):
-        raise DatasetError(root, None, "a dataset folder (with meta/info.json) or an empty folder to overwrite",
-                           "a file" if not root.is_dir() else "a folder with other files")
+        raise DatasetError(
+            root,
+            None,
+            "a dataset folder (with meta/info.json) or an empty folder to overwrite",
+            "a file" if not root.is_dir() else "a folder with other files",
+        )

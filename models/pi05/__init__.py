@@ -1,4 +1,5 @@
 """Pi0.5 (openpi / LeRobot architecture) written in plain PyTorch, and its optimization switches."""
+
 from __future__ import annotations
 
 import torch
@@ -31,22 +32,34 @@ class Pi05Family(ModelFamily):
     def parity_tolerance(self, baseline: Pi05Options, options: Pi05Options, dtype: str) -> tuple[float, str]:
         """Largest relative loss difference to the baseline that still counts as the same math."""
         if options.linear == "fp8":
-            return 5e-2, ("FP8 e4m3 operands keep 3 mantissa bits (~6% per element); per-tensor scaling and "
-                          "fp32 accumulation average that down to a few percent on the loss")
-        if "distributions" in (baseline.time_sampling, options.time_sampling) and \
-                baseline.time_sampling != options.time_sampling:
-            return 5e-2, ("the flow time is drawn differently (torch.distributions' gamma-based sampler vs "
-                          "another draw of the same Beta(1.5, 1)): the losses differ by sampling noise "
-                          "(0.3-1.2% seen on random weights), so this is a sanity bound, not an exact check")
+            return 5e-2, (
+                "FP8 e4m3 operands keep 3 mantissa bits (~6% per element); per-tensor scaling and "
+                "fp32 accumulation average that down to a few percent on the loss"
+            )
+        if (
+            "distributions" in (baseline.time_sampling, options.time_sampling)
+            and baseline.time_sampling != options.time_sampling
+        ):
+            return 5e-2, (
+                "the flow time is drawn differently (torch.distributions' gamma-based sampler vs "
+                "another draw of the same Beta(1.5, 1)): the losses differ by sampling noise "
+                "(0.3-1.2% seen on random weights), so this is a sanity bound, not an exact check"
+            )
         changed = {k for k, v in options.as_dict().items() if baseline.as_dict()[k] != v}
         if dtype == "fp32":
             if changed <= {"camera_slots", "recompute"}:
-                return 1e-5, ("fp32 and identical math: pruning masked slots and recompute change no value, "
-                              "only the GEMM shapes and so the order of float sums")
-            return 1e-4, ("fp32 with other kernels (fused or compiled): reassociated sums differ by ~1e-7 "
-                          "per op and grow slowly over the optimizer steps")
-        return 2e-2, ("bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels round differently and "
-                      "bf16 weights updated by AdamW drift apart over the warm-up and timed steps")
+                return 1e-5, (
+                    "fp32 and identical math: pruning masked slots and recompute change no value, "
+                    "only the GEMM shapes and so the order of float sums"
+                )
+            return 1e-4, (
+                "fp32 with other kernels (fused or compiled): reassociated sums differ by ~1e-7 "
+                "per op and grow slowly over the optimizer steps"
+            )
+        return 2e-2, (
+            "bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels round differently and "
+            "bf16 weights updated by AdamW drift apart over the warm-up and timed steps"
+        )
 
     def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
         """Analytic remarks on what a rung changes, for tables (e.g. attention memory saved by flex)."""
@@ -57,9 +70,15 @@ class Pi05Family(ModelFamily):
             cfg = SIZES[workload["model_size"]]
             slots = workload["cameras"] if opts.camera_slots == "auto" else opts.camera_slots
             tokens = slots * cfg.vision.tokens + workload["text_tokens"] + workload["action_horizon"]
-            saved = eager_attention_activation_bytes(workload["batch_size"], cfg.llm.heads, tokens, tokens,
-                                                     2 if workload["dtype"] == "bf16" else 4,
-                                                     cfg.llm.head_dim, cfg.llm.kv_heads)
+            saved = eager_attention_activation_bytes(
+                workload["batch_size"],
+                cfg.llm.heads,
+                tokens,
+                tokens,
+                2 if workload["dtype"] == "bf16" else 4,
+                cfg.llm.head_dim,
+                cfg.llm.kv_heads,
+            )
             notes.append(f"eager attention keeps {saved / 2**30:.2f} GiB/layer more for backward (analytic)")
         return notes
 
@@ -72,8 +91,7 @@ class Pi05Family(ModelFamily):
             "expert-mlp": ("backbone.layers.*.suffix.mlp",),
         }
 
-    def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype,
-              seed: int) -> Built:
+    def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         with torch.device(device):
             model = Pi05Model(SIZES[size])
         init_weights(model, seed)
@@ -93,12 +111,19 @@ class Pi05Family(ModelFamily):
                 p.requires_grad_(False)
         return sorted(dead)
 
-    def optimizer(self, model: torch.nn.Module, options: Pi05Options, workload: dict,
-                  backend: str) -> torch.optim.Optimizer:
+    def optimizer(
+        self, model: torch.nn.Module, options: Pi05Options, workload: dict, backend: str
+    ) -> torch.optim.Optimizer:
         """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused."""
         params = [p for p in model.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=workload["lr"], betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10,
-                                 fused=options.adamw == "fused" or None)
+        return torch.optim.AdamW(
+            params,
+            lr=workload["lr"],
+            betas=(0.9, 0.95),
+            eps=1e-8,
+            weight_decay=1e-10,
+            fused=options.adamw == "fused" or None,
+        )
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
@@ -111,9 +136,16 @@ class Pi05Family(ModelFamily):
         state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
         action = Normalizer.from_stats("quantile", stats.get("action", {}), 1e-8, False, "action")
         tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
-        return Pi05Processor(tok, max_tokens=workload["text_tokens"], state_in_prompt=True, state_pad=32,
-                             state_norm=state, action_norm=action, image_size=cfg.vision.image_size,
-                             action_dim=cfg.action_dim)
+        return Pi05Processor(
+            tok,
+            max_tokens=workload["text_tokens"],
+            state_in_prompt=True,
+            state_pad=32,
+            state_norm=state,
+            action_norm=action,
+            image_size=cfg.vision.image_size,
+            action_dim=cfg.action_dim,
+        )
 
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
@@ -122,11 +154,23 @@ class Pi05Family(ModelFamily):
         return options.ddp
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
-        return train_flops_per_sample(SIZES[size], workload["cameras"], workload["text_tokens"],
-                                      workload["action_horizon"])
+        return train_flops_per_sample(
+            SIZES[size], workload["cameras"], workload["text_tokens"], workload["action_horizon"]
+        )
 
 
 FAMILY = Pi05Family()
 
-__all__ = ["FAMILY", "FULL", "TINY", "Pi05Config", "Pi05Model", "Pi05Options", "apply_options",
-           "count_parameters", "forward_flops_per_sample", "init_weights", "parse_options"]
+__all__ = [
+    "FAMILY",
+    "FULL",
+    "TINY",
+    "Pi05Config",
+    "Pi05Model",
+    "Pi05Options",
+    "apply_options",
+    "count_parameters",
+    "forward_flops_per_sample",
+    "init_weights",
+    "parse_options",
+]

@@ -3,6 +3,7 @@
 Masks are boolean [B, Tq, Tk] with True = may attend. Each kind turns that into what its kernel
 wants once per step (`prepare_mask`), so the 18 layers share one mask object.
 """
+
 from __future__ import annotations
 
 from typing import Literal, get_args
@@ -33,8 +34,9 @@ def eager_attention(q, k, v, additive_mask, scale: float) -> torch.Tensor:
 
 def sdpa_attention(q, k, v, additive_mask, scale: float) -> torch.Tensor:
     """PyTorch SDPA (flash / memory-efficient / math as the backend picks), GQA without a K/V copy."""
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=additive_mask, scale=scale,
-                                          enable_gqa=k.shape[1] != q.shape[1])
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=additive_mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1]
+    )
 
 
 # eager: the community kernel above; sdpa: SDPA everywhere; flex: FlexAttention with a BlockMask; fused: the
@@ -60,8 +62,10 @@ class JointAttention(nn.Module):
             return sdpa_attention(q, k, v, mask, self.scale)
         if self.kind == "fused":
             from ..npu import fusion_attention
+
             return fusion_attention(q, k, v, mask, self.scale)
         from .flex import flex_joint_attention  # imported lazily: flex needs a recent torch
+
         return flex_joint_attention(q, k, v, mask, self.scale)
 
 
@@ -85,4 +89,5 @@ def prepare_mask(kind: str, pad_q, cum_q, pad_k, cum_k, dtype: torch.dtype):
         neg = torch.full((), MASKED_VALUE, dtype=dtype, device=allowed.device)
         return torch.where(allowed, zero, neg)[:, None]  # [B, 1, Tq, Tk], broadcast over heads
     from .flex import block_mask
+
     return block_mask(pad_q, cum_q, pad_k, cum_k)

@@ -1,5 +1,6 @@
 """Synthetic Pi0.5 training batches. Everything random (images, prompt lengths, actions, noise and
 flow time) is drawn on the CPU from the seed, so every rung and every device sees the same inputs."""
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,9 @@ def sample_flow_time(n: int, gen: torch.Generator) -> torch.Tensor:
     return (u ** (1.0 / 1.5) * 0.999 + 0.001).float()
 
 
-def make_batch(cfg: Pi05Config, batch_size: int, cameras: int, text_tokens: int, action_horizon: int,
-               gen: torch.Generator) -> dict:
+def make_batch(
+    cfg: Pi05Config, batch_size: int, cameras: int, text_tokens: int, action_horizon: int, gen: torch.Generator
+) -> dict:
     size = cfg.vision.image_size
     lo, hi = min(PROMPT_TOKENS[0], text_tokens), min(PROMPT_TOKENS[1], text_tokens)
     lengths = torch.randint(lo, hi + 1, (batch_size,), generator=gen)
@@ -49,5 +51,18 @@ def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
 
 def make_batches(cfg: Pi05Config, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
     gen = torch.Generator().manual_seed(seed)
-    return [to_device(make_batch(cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"],
-                                 workload["action_horizon"], gen), device, dtype) for _ in range(n)]
+    return [
+        to_device(
+            make_batch(
+                cfg,
+                workload["batch_size"],
+                workload["cameras"],
+                workload["text_tokens"],
+                workload["action_horizon"],
+                gen,
+            ),
+            device,
+            dtype,
+        )
+        for _ in range(n)
+    ]

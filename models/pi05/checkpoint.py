@@ -11,6 +11,7 @@ is never used. Only safetensors files are read: a pickle can run code, a safeten
 Loading always targets the plain model (separate q/k/v and gate/up projections); optimization switches
 such as fused projections are applied after the weights are in.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,12 @@ LM_HEAD_KEY = f"{_PALI}.lm_head.weight"
 # Held by the reference modules, read by nothing in Pi0.5.
 UNUSED_KEYS = ("paligemma_with_expert.gemma_expert.lm_head.weight", f"{_EXPERT}.embed_tokens.weight")
 # Older transformers nested PaliGemma differently (`paligemma.language_model.model.*`); same tensors.
-_OLD_NAMES = ((f"{_PALI}.language_model.model.", f"{_LLM}."), (f"{_PALI}.language_model.lm_head.", f"{_PALI}.lm_head."),
-              (f"{_PALI}.vision_tower.", f"{_PALI}.model.vision_tower."),
-              (f"{_PALI}.multi_modal_projector.", f"{_PALI}.model.multi_modal_projector."))
+_OLD_NAMES = (
+    (f"{_PALI}.language_model.model.", f"{_LLM}."),
+    (f"{_PALI}.language_model.lm_head.", f"{_PALI}.lm_head."),
+    (f"{_PALI}.vision_tower.", f"{_PALI}.model.vision_tower."),
+    (f"{_PALI}.multi_modal_projector.", f"{_PALI}.model.multi_modal_projector."),
+)
 
 
 class CheckpointError(ValueError):
@@ -42,23 +46,44 @@ class CheckpointError(ValueError):
 
 def _layer_rules() -> list[tuple[str, str]]:
     """(our name, reference name) patterns; `{n}` is a layer index."""
-    vision_layer = [("norm1", "layer_norm1"), ("norm2", "layer_norm2"), ("attn.q_proj", "self_attn.q_proj"),
-                    ("attn.k_proj", "self_attn.k_proj"), ("attn.v_proj", "self_attn.v_proj"),
-                    ("attn.out_proj", "self_attn.out_proj"), ("mlp.fc1", "mlp.fc1"), ("mlp.fc2", "mlp.fc2")]
-    rules = [(f"vision.layers.{{n}}.{ours}.{p}", f"{_VISION}.encoder.layers.{{n}}.{ref}.{p}")
-             for ours, ref in vision_layer for p in ("weight", "bias")]
-    gemma_linears = [("q_proj", "self_attn.q_proj"), ("k_proj", "self_attn.k_proj"), ("v_proj", "self_attn.v_proj"),
-                     ("o_proj", "self_attn.o_proj"), ("mlp.gate_proj", "mlp.gate_proj"),
-                     ("mlp.up_proj", "mlp.up_proj"), ("mlp.down_proj", "mlp.down_proj")]
+    vision_layer = [
+        ("norm1", "layer_norm1"),
+        ("norm2", "layer_norm2"),
+        ("attn.q_proj", "self_attn.q_proj"),
+        ("attn.k_proj", "self_attn.k_proj"),
+        ("attn.v_proj", "self_attn.v_proj"),
+        ("attn.out_proj", "self_attn.out_proj"),
+        ("mlp.fc1", "mlp.fc1"),
+        ("mlp.fc2", "mlp.fc2"),
+    ]
+    rules = [
+        (f"vision.layers.{{n}}.{ours}.{p}", f"{_VISION}.encoder.layers.{{n}}.{ref}.{p}")
+        for ours, ref in vision_layer
+        for p in ("weight", "bias")
+    ]
+    gemma_linears = [
+        ("q_proj", "self_attn.q_proj"),
+        ("k_proj", "self_attn.k_proj"),
+        ("v_proj", "self_attn.v_proj"),
+        ("o_proj", "self_attn.o_proj"),
+        ("mlp.gate_proj", "mlp.gate_proj"),
+        ("mlp.up_proj", "mlp.up_proj"),
+        ("mlp.down_proj", "mlp.down_proj"),
+    ]
     for stream, ref_root in (("prefix", f"{_LLM}.layers.{{n}}"), ("suffix", f"{_EXPERT}.layers.{{n}}")):
-        rules += [(f"backbone.layers.{{n}}.{stream}.{ours}.weight", f"{ref_root}.{ref}.weight")
-                  for ours, ref in gemma_linears]
+        rules += [
+            (f"backbone.layers.{{n}}.{stream}.{ours}.weight", f"{ref_root}.{ref}.weight") for ours, ref in gemma_linears
+        ]
     # Gemma-2B norms hold a weight; the expert's adaRMS norms hold a Dense(cond -> 3 * width).
-    rules += [(f"backbone.layers.{{n}}.prefix.{ours}.weight", f"{_LLM}.layers.{{n}}.{ref}.weight")
-              for ours, ref in (("input_norm", "input_layernorm"), ("post_norm", "post_attention_layernorm"))]
-    rules += [(f"backbone.layers.{{n}}.suffix.{ours}.dense.{p}", f"{_EXPERT}.layers.{{n}}.{ref}.dense.{p}")
-              for ours, ref in (("input_norm", "input_layernorm"), ("post_norm", "post_attention_layernorm"))
-              for p in ("weight", "bias")]
+    rules += [
+        (f"backbone.layers.{{n}}.prefix.{ours}.weight", f"{_LLM}.layers.{{n}}.{ref}.weight")
+        for ours, ref in (("input_norm", "input_layernorm"), ("post_norm", "post_attention_layernorm"))
+    ]
+    rules += [
+        (f"backbone.layers.{{n}}.suffix.{ours}.dense.{p}", f"{_EXPERT}.layers.{{n}}.{ref}.dense.{p}")
+        for ours, ref in (("input_norm", "input_layernorm"), ("post_norm", "post_attention_layernorm"))
+        for p in ("weight", "bias")
+    ]
     return rules
 
 
@@ -89,10 +114,10 @@ def reference_names(cfg: Pi05Config) -> dict[str, str]:
 def _canonical(key: str) -> str:
     """A reference key with LeRobot's `model.` prefix removed and older PaliGemma nesting renamed."""
     if key.startswith("model."):
-        key = key[len("model."):]
+        key = key[len("model.") :]
     for old, new in _OLD_NAMES:
         if key.startswith(old):
-            return new + key[len(old):]
+            return new + key[len(old) :]
     return key
 
 

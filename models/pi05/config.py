@@ -1,4 +1,5 @@
 """Pi0.5 dimensions: `full` is the real model (openpi/LeRobot dimensions), `tiny` keeps every structure with small widths."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,8 @@ class GemmaConfig:
 @dataclass(frozen=True)
 class Pi05Config:
     vision: VisionConfig
-    llm: GemmaConfig       # Gemma-2B: the prefix (images + text) stream
-    expert: GemmaConfig    # Gemma-300M action expert: the suffix (actions) stream
+    llm: GemmaConfig  # Gemma-2B: the prefix (images + text) stream
+    expert: GemmaConfig  # Gemma-300M action expert: the suffix (actions) stream
     vocab: int = 257152
     action_dim: int = 32
     rope_theta: float = 10000.0
@@ -45,7 +46,10 @@ class Pi05Config:
         if self.llm.layers != self.expert.layers:
             raise ValueError("joint attention pairs each LLM layer with one expert layer")
         if (self.llm.heads, self.llm.kv_heads, self.llm.head_dim) != (
-                self.expert.heads, self.expert.kv_heads, self.expert.head_dim):
+            self.expert.heads,
+            self.expert.kv_heads,
+            self.expert.head_dim,
+        ):
             raise ValueError("both streams must share attention heads and head_dim")
 
 

@@ -6,6 +6,7 @@ blocks, reads the one K/V head for every query head (`enable_gqa`) and keeps onl
 the log-sum-exp for backward. The Pi0.5 mask depends only on per-token padding and block ids, so it
 is expressed as a `mask_mod` over four small per-batch tensors.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,7 @@ def block_mask(pad_q: torch.Tensor, cum_q: torch.Tensor, pad_k: torch.Tensor, cu
         return (cum_k[batch, kv_idx] <= cum_q[batch, q_idx]) & pad_q[batch, q_idx] & pad_k[batch, kv_idx]
 
     # H=None: the mask is the same for every head, so one head's block table is broadcast.
-    return create_block_mask(mask_mod, B=b, H=None, Q_LEN=tq, KV_LEN=tk, device=pad_q.device,
-                             BLOCK_SIZE=BLOCK_SIZE)
+    return create_block_mask(mask_mod, B=b, H=None, Q_LEN=tq, KV_LEN=tk, device=pad_q.device, BLOCK_SIZE=BLOCK_SIZE)
 
 
 def flex_joint_attention(q, k, v, mask: BlockMask, scale: float) -> torch.Tensor:
@@ -69,8 +69,9 @@ def flex_joint_attention(q, k, v, mask: BlockMask, scale: float) -> torch.Tensor
     return attend(q, k, v, block_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
-def eager_attention_activation_bytes(batch: int, heads: int, tq: int, tk: int, bytes_per_el: int,
-                                     head_dim: int = 256, kv_heads: int = 1) -> int:
+def eager_attention_activation_bytes(
+    batch: int, heads: int, tq: int, tk: int, bytes_per_el: int, head_dim: int = 256, kv_heads: int = 1
+) -> int:
     """Bytes that eager attention (attention.eager_attention) keeps for backward per layer, beyond
     what FlexAttention keeps; the defaults are Pi0.5's (Gemma: 8 heads, 1 KV head, head_dim 256).
 

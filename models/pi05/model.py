@@ -4,6 +4,7 @@ adaRMSNorm, joint attention per layer, flow-matching loss and Euler sampling (op
 Module names are part of the interface: recompute and compile patterns address them
 (`vision.layers.*`, `backbone.layers.*.prefix.mlp`, `backbone.layers.*.attention`, ...).
 """
+
 from __future__ import annotations
 
 import math
@@ -12,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import JointAttention, prepare_mask, eager_attention, sdpa_attention
+from .attention import JointAttention, eager_attention, prepare_mask, sdpa_attention
 from .config import GemmaConfig, Pi05Config, VisionConfig
 
-
 # ----------------------------------------------------------------------------- vision (SigLIP)
+
 
 class VisionAttention(nn.Module):
     def __init__(self, cfg: VisionConfig):
@@ -30,10 +31,11 @@ class VisionAttention(nn.Module):
 
     def forward(self, x):
         b, t, _ = x.shape
-        q, k, v = (p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
         attend = eager_attention if self.kind == "eager" else sdpa_attention
-        out = attend(q, k, v, None, self.head_dim ** -0.5)
+        out = attend(q, k, v, None, self.head_dim**-0.5)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -83,6 +85,7 @@ class ImageEmbedder(nn.Module):
 
 
 # ----------------------------------------------------------------------------- Gemma streams
+
 
 class RMSNorm(nn.Module):
     """Gemma RMSNorm `normed * (1 + weight)`; with `cond_dim` it is adaRMSNorm: scale, shift and a
@@ -182,7 +185,7 @@ class JointLayer(nn.Module):
         super().__init__()
         self.prefix = GemmaBlock(cfg.llm, cond_dim=None)
         self.suffix = GemmaBlock(cfg.expert, cond_dim=cfg.expert.width)
-        self.attention = JointAttention("eager", scale=cfg.llm.head_dim ** -0.5)
+        self.attention = JointAttention("eager", scale=cfg.llm.head_dim**-0.5)
 
     def forward(self, prefix, suffix, cond, mask, cos, sin, past_kv=None):
         streams = [(blk, x) for blk, x in ((self.prefix, prefix), (self.suffix, suffix)) if x is not None]
@@ -198,7 +201,7 @@ class JointLayer(nn.Module):
         outs, start = [], 0
         for (blk, x), (_, _, _, gate) in zip(streams, parts):
             t = x.shape[1]
-            outs.append(blk.finish(x, out[:, :, start:start + t], gate, cond if blk is self.suffix else None))
+            outs.append(blk.finish(x, out[:, :, start : start + t], gate, cond if blk is self.suffix else None))
             start += t
         it = iter(outs)
         return (next(it) if prefix is not None else None), (next(it) if suffix is not None else None), new_kv
@@ -216,8 +219,9 @@ class JointBackbone(nn.Module):
     def forward(self, prefix, suffix, cond, mask, cos, sin, past_kv=None, collect_kv: bool = False):
         kv = []
         for i, layer in enumerate(self.layers):
-            prefix, suffix, layer_kv = layer(prefix, suffix, cond, mask, cos, sin,
-                                             None if past_kv is None else past_kv[i])
+            prefix, suffix, layer_kv = layer(
+                prefix, suffix, cond, mask, cos, sin, None if past_kv is None else past_kv[i]
+            )
             if collect_kv:
                 kv.append(layer_kv)
         # The prefix's final norm only matters for inference outputs; training uses the suffix alone.
@@ -227,6 +231,7 @@ class JointBackbone(nn.Module):
 
 
 # ----------------------------------------------------------------------------- small embedders
+
 
 class TextEmbedder(nn.Module):
     def __init__(self, vocab: int, width: int):
@@ -262,6 +267,7 @@ class TimeMLP(nn.Module):
 
 
 # ----------------------------------------------------------------------------- the model
+
 
 class SuffixEmbedder(nn.Module):
     """Noisy actions -> expert tokens, and flow time -> adaRMS condition (Pi0.5 adds no state token)."""
@@ -402,8 +408,12 @@ class Pi05Model(nn.Module):
         dtype = self.action_dtype()  # the Euler state's: fp32 where openpi keeps it so
         horizon = self.default_horizon if noise is None else noise.shape[1]
         if noise is None:
-            noise = torch.randn((b, horizon, self.cfg.action_dim), generator=generator,
-                                device=batch["tokens"].device, dtype=torch.float32)
+            noise = torch.randn(
+                (b, horizon, self.cfg.action_dim),
+                generator=generator,
+                device=batch["tokens"].device,
+                dtype=torch.float32,
+            )
         noise = noise.to(dtype)
         prefix, prefix_pad = self.embed_prefix(batch)
         prefix = prefix.to(self.stream_dtype())

@@ -1,5 +1,6 @@
 """Pi0.5 optimization switches. A ladder rung is a cumulative set of these options, read with the one typed
 loader (models/schema.py): each enumeration below is defined once and the error messages come from it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

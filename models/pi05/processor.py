@@ -13,6 +13,7 @@ do between a robot observation (camera images, an 8-d state, an instruction) and
   Pi0.5 loss with it (LeRobot averages over the chunk's real action dimensions, openpi over all 32), and
   neither does our model: the mask is carried for information.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -95,8 +96,12 @@ class Pi05Processor:
         """Inference inputs from LIBERO observations ({camera: uint8 HxWx3, "state", "prompt"}), on the CPU."""
         pixels = np.stack([np.stack([o[c] for c in cameras]) for o in observations])
         tokens, masks = self.tokenize([o["prompt"] for o in observations], [o["state"] for o in observations])
-        return {"images": self.images(pixels), "image_masks": torch.ones((len(observations), len(cameras)), dtype=torch.bool),
-                "tokens": tokens, "token_masks": masks}
+        return {
+            "images": self.images(pixels),
+            "image_masks": torch.ones((len(observations), len(cameras)), dtype=torch.bool),
+            "tokens": tokens,
+            "token_masks": masks,
+        }
 
     # -- training batches, in the three places the reference training path does the work
     @staticmethod
@@ -105,11 +110,13 @@ class Pi05Processor:
         from samples with LeRobot's keys (camera keys: uint8 HxWx3, `observation.state`, `action` [H, d],
         `action_is_pad`, `task`): camera frames as float32 [B, V, 3, H, W] in [0, 1], raw state and actions."""
         frames = torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
-        return {"frames": frames.permute(0, 1, 4, 2, 3).float().div_(255.0),
-                "state": torch.stack([torch.as_tensor(s["observation.state"], dtype=torch.float32) for s in samples]),
-                "actions": torch.stack([torch.as_tensor(s["action"], dtype=torch.float32) for s in samples]),
-                "action_is_pad": torch.stack([torch.as_tensor(s["action_is_pad"]) for s in samples]),
-                "task": [s["task"] for s in samples]}
+        return {
+            "frames": frames.permute(0, 1, 4, 2, 3).float().div_(255.0),
+            "state": torch.stack([torch.as_tensor(s["observation.state"], dtype=torch.float32) for s in samples]),
+            "actions": torch.stack([torch.as_tensor(s["action"], dtype=torch.float32) for s in samples]),
+            "action_is_pad": torch.stack([torch.as_tensor(s["action_is_pad"]) for s in samples]),
+            "task": [s["task"] for s in samples],
+        }
 
     def prepare(self, raw: dict, generator: torch.Generator) -> dict:
         """On the host, in the training process (LeRobot's preprocessor): state and actions normalised, the
@@ -121,10 +128,16 @@ class Pi05Processor:
         b, horizon, d = actions.shape
         padded = torch.zeros((b, horizon, self.action_dim))
         padded[..., :d] = torch.from_numpy(actions).float()
-        return {"frames": raw["frames"], "image_masks": torch.ones(raw["frames"].shape[:2], dtype=torch.bool),
-                "tokens": tokens, "token_masks": masks, "actions": padded, "action_is_pad": raw["action_is_pad"],
-                "noise": torch.randn((b, horizon, self.action_dim), generator=generator),
-                "time": sample_flow_time(b, generator)}
+        return {
+            "frames": raw["frames"],
+            "image_masks": torch.ones(raw["frames"].shape[:2], dtype=torch.bool),
+            "tokens": tokens,
+            "token_masks": masks,
+            "actions": padded,
+            "action_is_pad": raw["action_is_pad"],
+            "noise": torch.randn((b, horizon, self.action_dim), generator=generator),
+            "time": sample_flow_time(b, generator),
+        }
 
     def finish(self, batch: dict, dtype: torch.dtype) -> dict:
         """On the device, inside the step (the model's own preprocessing in LeRobot): frames resized with
@@ -135,15 +148,26 @@ class Pi05Processor:
         out["images"] = resize_with_pad(frames.flatten(0, 1) * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
         return {k: t.to(dtype) if t.is_floating_point() and k != "time" else t for k, t in out.items()}
 
-    def training_batch(self, samples: list[dict], cameras: tuple[str, ...], generator: torch.Generator,
-                       dtype: torch.dtype = torch.float32) -> dict:
+    def training_batch(
+        self,
+        samples: list[dict],
+        cameras: tuple[str, ...],
+        generator: torch.Generator,
+        dtype: torch.dtype = torch.float32,
+    ) -> dict:
         """collate, prepare and finish in one go, on the CPU (tests, small tools)."""
         return self.finish(self.prepare(self.collate(samples, cameras), generator), dtype)
 
     def describe(self) -> dict:
-        return {"tokenizer": self.tokenizer.name, "max_tokens": self.max_tokens, "state_in_prompt": self.state_in_prompt,
-                "state_pad": self.state_pad, "state_norm": self.state_norm.mode, "action_norm": self.action_norm.mode,
-                "image_size": self.image_size}
+        return {
+            "tokenizer": self.tokenizer.name,
+            "max_tokens": self.max_tokens,
+            "state_in_prompt": self.state_in_prompt,
+            "state_pad": self.state_pad,
+            "state_norm": self.state_norm.mode,
+            "action_norm": self.action_norm.mode,
+            "image_size": self.image_size,
+        }
 
     def actions_out(self, actions: np.ndarray, dims: int) -> np.ndarray:
         """Model actions [H, action_dim] -> the robot's first `dims` dimensions, unnormalised."""

@@ -1,5 +1,6 @@
 """The optimization switches, each one function applied to the plain model in a fixed order
 (attention kernel, FP8 linears, recompute, compile), in the manner of torchtitan's parallelize."""
+
 from __future__ import annotations
 
 import torch
@@ -15,13 +16,25 @@ from .options import Pi05Options
 
 # openpi's gradient checkpointing, nested: each image embedding (its SigLIP layers do not checkpoint on their
 # own), the text embedding, the time MLP, action in/out, the whole joint forward and each joint layer again.
-NESTED_FULL = ("vision", "text_embed", "suffix_embed.time_mlp", "suffix_embed.action_in", "action_out",
-               "backbone", "backbone.layers.*")
+NESTED_FULL = (
+    "vision",
+    "text_embed",
+    "suffix_embed.time_mlp",
+    "suffix_embed.action_in",
+    "action_out",
+    "backbone",
+    "backbone.layers.*",
+)
 
 # What openpi keeps in fp32 when it trains in bf16 (PaliGemmaWithExpertModel.to_bfloat16_for_selected_params,
 # and the action/time projections it never converts): every RMSNorm (adaRMS Dense included) is added below.
-OPENPI_FP32 = ("vision.patch_embed", "vision.pos_embed", "suffix_embed.action_in", "suffix_embed.time_mlp",
-               "action_out")
+OPENPI_FP32 = (
+    "vision.patch_embed",
+    "vision.pos_embed",
+    "suffix_embed.action_in",
+    "suffix_embed.time_mlp",
+    "action_out",
+)
 
 # Linears that run once per sample on the flow-time condition, not per token: B-row GEMMs gain nothing
 # from FP8, and the adaRMS scale/shift/gate modulate every expert layer, so they keep full precision.
@@ -96,8 +109,14 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> lis
         layers = model.backbone_layers()
         backbone = unwrapped(model.backbone)
         units = {f"backbone.layers.{i}": layer for i, layer in enumerate(layers)}
-        units.update({"backbone.prefix_norm": backbone.prefix_norm, "backbone.suffix_norm": backbone.suffix_norm,
-                      "suffix_embed": model.suffix_embed, "action_out": model.action_out})
+        units.update(
+            {
+                "backbone.prefix_norm": backbone.prefix_norm,
+                "backbone.suffix_norm": backbone.suffix_norm,
+                "suffix_embed": model.suffix_embed,
+                "action_out": model.action_out,
+            }
+        )
     else:
         raise ValueError(f"unknown compile mode {mode!r}")
     for module in units.values():
@@ -118,8 +137,9 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     fp8 = apply_linear(model, options)
     recomputed = apply_recompute_option(model, options.recompute)
     units = apply_compile(model, options.compile, compile_backend)
-    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units),
-                   fp32_modules=tuple(fp32))
+    return Applied(
+        fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units), fp32_modules=tuple(fp32)
+    )
 
 
 def count_parameters(model: nn.Module) -> int:
