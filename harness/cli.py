@@ -53,6 +53,7 @@ def cmd_run(args) -> int:
         rung_timeout_s=args.rung_timeout,
         nproc=args.nproc,
         torchrun_args=shlex.split(args.torchrun_args or ""),
+        floor=args.floor,
     )
     print()
     print(ladder_table(result))
@@ -138,6 +139,48 @@ def cmd_recompute_sweep(args) -> int:
     print(sweep_table(result))
     print(f"\nresult: {out}")
     return EXIT_OK if all(r["status"] in ("ok", "unsupported") for r in result["rungs"]) else EXIT_FAILED
+
+
+def cmd_floor(args) -> int:
+    from .hardware import capabilities, get_device
+    from .report import floor_table
+    from .results import ResultWriter, provenance
+    from .runner import measure_floor_process
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    target, error = _resolve_target(scenario, args.target)
+    if error:
+        return _fail(error)
+    from models import get_family
+
+    family = get_family(scenario.model)
+    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
+    workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
+    caps = capabilities(target)
+    device = get_device(target.backend, target_name=target.name)
+    out = args.out or _default_out(f"{scenario.name}-floor", target.name)
+    floor = measure_floor_process(scenario, target, workload, caps, print, args.timeout)
+    header = {
+        "kind": "floor",
+        "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256},
+        "target": {
+            "name": target.name,
+            "backend": target.backend,
+            "device_name": device.device_name(),
+            "device_count": device.device_count(),
+        },
+        "provenance": provenance(["vlabench", *args.argv]),
+        "workload": workload,
+        "rungs": [],
+        "floor": floor,
+    }
+    result = ResultWriter(out, header).data
+    if "error" in floor:
+        return _fail(f"{floor['error']}: " + " | ".join(floor.get("output_tail", [])[-2:]))
+    print(floor_table(result))
+    print(f"\nresult: {out}")
+    return EXIT_OK
 
 
 def _default_out(name: str, target: str) -> Path:
@@ -258,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
     run.add_argument("--out", type=Path, help="result JSON path (default: runs/<scenario>-<target>-<time>.json)")
     run.add_argument(
+        "--floor",
+        action="store_true",
+        help="first measure the workload's kernel floor (every GEMM and attention call at the vendor library's "
+        "speed) and show each rung's share of it",
+    )
+    run.add_argument(
         "--dataset",
         metavar="PATH",
         help="read batches from this LeRobotDataset v3.0 folder (the workload's data.dataset)",
@@ -305,6 +354,17 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="result JSON path")
     sweep.add_argument("--rung-timeout", type=float, default=None, metavar="S")
     sweep.set_defaults(func=cmd_recompute_sweep)
+
+    floor = sub.add_parser(
+        "floor",
+        help="the workload's kernel floor: every GEMM and attention call at the vendor "
+        "library's speed, summed into samples/s (bf16 and FP8)",
+    )
+    floor.add_argument("scenario", help="scenario YAML file")
+    floor.add_argument("--target", help="target name; default: auto-detect")
+    floor.add_argument("--out", type=Path, help="result JSON path")
+    floor.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds")
+    floor.set_defaults(func=cmd_floor)
 
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")

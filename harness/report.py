@@ -34,6 +34,14 @@ LADDER_HEADERS = (
 )
 
 
+def floor_note(rung: dict, result: dict) -> str | None:
+    from .floor import floor_share
+
+    floor = result.get("floor")
+    share = floor_share(rung, floor if floor and "totals" in floor else None)
+    return None if share is None else f"{share:.0%} of the kernel floor"
+
+
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
@@ -50,6 +58,8 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                     f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
                     f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)"
                 )
+            if floor_note(r, result):
+                n.append(floor_note(r, result))
             if r.get("data_wait_ms") is not None:
                 kind = (r.get("loader") or {}).get("kind", "torch")
                 n.append(
@@ -97,6 +107,9 @@ def ladder_table(result: dict, fmt: str = "simple") -> str:
         f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}), {w['model_size']} model, "
         f"batch {w['batch_size']}{per}, {w['dtype']}"
     )
+    totals = (result.get("floor") or {}).get("totals")
+    if totals:
+        title += "; kernel floor " + ", ".join(f"{p} {v['samples_per_s']:.1f} samples/s" for p, v in totals.items())
     return title + "\n" + tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
 
 
@@ -116,10 +129,9 @@ def eval_title(result: dict, workers: bool = True) -> str:
     t, pol, n = result["target"], result.get("policy") or {}, eval_workers(result)
     model = f", {pol['model_size']} model" if pol.get("model_size") else ""
     workers = f", {n} env worker{'s' if n != 1 else ''}" if workers and n else ""
-    return (
-        f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')} "
-        f"({pol.get('checkpoint')}{model}, {pol.get('dtype')}){workers}"
-    )
+    # A policy without a checkpoint (the scripted expert, noop) has nothing to say in parentheses.
+    detail = f" ({pol.get('checkpoint')}{model}, {pol.get('dtype')})" if pol.get("checkpoint") else ""
+    return f"{result['scenario']['name']} on {t['name']} ({t.get('device_name')}): policy {pol.get('name')}{detail}{workers}"
 
 
 def success_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
@@ -210,6 +222,48 @@ def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     return "\n".join([eval_title(result), success_table(result, fmt, tasks)] + ([speed] if speed else []))
 
 
+def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:
+    """The kernel floor: totals per precision, then the operations that take the most of it."""
+    floor, w, t = result["floor"], result["workload"], result["target"]
+    head = (
+        f"kernel floor of {result['scenario']['name']} on {t['name']} ({t.get('device_name')}), "
+        f"{w['model_size']} model, batch {w['batch_size']}"
+    )
+    totals = [
+        [
+            p,
+            f"{1e3 * v['gemm_s']:.1f}",
+            f"{1e3 * v['attention_s']:.1f}",
+            f"{1e3 * v['step_s']:.1f}",
+            f"{v['samples_per_s']:.2f}",
+        ]
+        for p, v in floor["totals"].items()
+    ]
+    ops = [
+        (g["name"] + (" (fp8)" if g["fp8"] else ""), g["count"], g["s"])
+        for g in floor["gemms"]
+        if g["precision"] == floor["dtype"] or g["fp8"]
+    ]
+    ops += [(f"{a['name']} fwd+bwd ({a['best']})", a["count"], a["s"]) for a in floor["attention"]]
+    ops.sort(key=lambda o: -o[1] * o[2])
+    rows = [[name, count, f"{1e3 * s:.3f}", f"{1e3 * s * count:.1f}"] for name, count, s in ops[:top]]
+    return "\n".join(
+        [
+            head,
+            tabulate(
+                totals,
+                headers=("precision", "GEMMs ms", "attention ms", "step ms", "samples/s"),
+                tablefmt=fmt,
+                disable_numparse=True,
+            ),
+            "",
+            tabulate(
+                rows, headers=("operation", "per step", "ms each", "ms per step"), tablefmt=fmt, disable_numparse=True
+            ),
+        ]
+    )
+
+
 def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     """The table of one result: the ladder table, the cost table of a recompute sweep, or an evaluation's
     success rates (per task unless `tasks` is off) and throughput."""
@@ -218,6 +272,8 @@ def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     kind = result.get("kind")
     if kind == "recompute-sweep":
         return sweep_table(result, fmt)
+    if kind == "floor":
+        return floor_table(result, fmt)
     return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
 
 

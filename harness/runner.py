@@ -157,6 +157,33 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: dic
             rec["loss_parity"]["against"] = parity_rung.name
 
 
+def measure_floor_process(
+    scenario: Scenario,
+    target: Target,
+    workload: dict,
+    caps: frozenset,
+    progress: Callable[[str], None],
+    timeout_s: float | None,
+) -> dict:
+    """The workload's kernel floor (harness/floor.py), measured in a process of its own; a failure is recorded."""
+    with tempfile.TemporaryDirectory(prefix="vlabench-floor-") as tmp:
+        spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "floor.json")
+        spec = {"model": scenario.model, "backend": target.backend, "workload": workload, "fp8": "fp8" in caps}
+        spec_path.write_text(json.dumps(spec))
+        root = str(Path(__file__).resolve().parent.parent)
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        cmd = [sys.executable, "-m", "harness.floor", str(spec_path), str(out_path)]
+        done = run_group(cmd, env, lambda line: progress("    " + line), timeout_s)
+        if out_path.exists():
+            return json.loads(out_path.read_text())
+        why = "timed out" if done.timed_out else f"exit code {done.returncode}"
+        return {"error": f"the floor measurement failed ({why})", "output_tail": done.tail}
+
+
 def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> None:
     """A ladder that reads a dataset fails at once, in one line, when the dataset is missing or broken,
     instead of once per rung."""
@@ -198,8 +225,10 @@ def run_scenario(
     header_extra: dict | None = None,
     nproc: int = 1,
     torchrun_args: list[str] | None = None,
+    floor: bool = False,
 ) -> dict:
-    """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`."""
+    """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`. With `floor`,
+    the workload's kernel floor is measured first and kept in the result."""
     family = get_family(scenario.model)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
     workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
@@ -252,6 +281,9 @@ def run_scenario(
         writer.set("rungs", rungs)
 
     commit()
+    if floor:
+        progress(f"kernel floor of the workload on {target.name}")
+        writer.set("floor", measure_floor_process(scenario, target, workload, caps, progress, rung_timeout_s))
     todo = [r for r in scenario.ladder if r.name in selected]
     for i, rung in enumerate(todo, 1):
         progress(

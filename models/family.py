@@ -166,6 +166,11 @@ class ModelFamily:
         """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
         raise NotImplementedError
 
+    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+        """Every forward GEMM (models.floor.Gemm) and attention call (models.floor.Attention) of a training step,
+        for the kernel floor; backward is derived from them."""
+        raise NotImplementedError(f"no kernel floor for {self.name} yet")
+
 
 def standard_step(
     loss_fn: Callable[[nn.Module, dict], torch.Tensor],

@@ -10,7 +10,7 @@ from ..tokenizers import StandInTokenizer, load_sentencepiece
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
-from .flops import forward_flops_per_sample, train_flops_per_sample
+from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
 from .options import Pi05Options, parse_options
 from .processor import Pi05Processor
@@ -152,6 +152,15 @@ class Pi05Family(ModelFamily):
 
     def ddp_flags(self, options: Pi05Options) -> DdpFlags | None:
         return options.ddp
+
+    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+        return floor_ops(
+            SIZES[size],
+            workload["batch_size"],
+            workload["cameras"],
+            workload["text_tokens"],
+            workload["action_horizon"],
+        )
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         return train_flops_per_sample(

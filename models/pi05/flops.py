@@ -38,3 +38,55 @@ def forward_flops_per_sample(cfg: Pi05Config, cameras: int, text_tokens: int, ac
 
 def train_flops_per_sample(cfg: Pi05Config, cameras: int, text_tokens: int, action_horizon: int) -> float:
     return 3.0 * sum(forward_flops_per_sample(cfg, cameras, text_tokens, action_horizon).values())
+
+
+def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, action_horizon: int):
+    """Every forward GEMM and attention call of a training step with real cameras only (the floor: no
+    placeholder slot, no recompute); every weight trains."""
+    from ..floor import Attention, Gemm
+
+    v, llm, e = cfg.vision, cfg.llm, cfg.expert
+    img = batch * v.tokens  # rows per camera: every image of the batch, its tokens
+    q_out, kv_out = llm.heads * llm.head_dim, llm.kv_heads * llm.head_dim
+    prefix, suffix = batch * (cameras * v.tokens + text_tokens), batch * action_horizon
+    layers = [
+        Gemm("siglip patch embed", img, v.width, 3 * v.patch_size**2, cameras, input_grad=False),
+        Gemm("siglip qkv", img, v.width, v.width, 3 * v.layers * cameras),
+        Gemm("siglip out", img, v.width, v.width, v.layers * cameras),
+        Gemm("siglip fc1", img, v.mlp, v.width, v.layers * cameras),
+        Gemm("siglip fc2", img, v.width, v.mlp, v.layers * cameras),
+        Gemm("projector", img, llm.width, v.width, cameras),
+        Gemm("gemma q", prefix, q_out, llm.width, llm.layers),
+        Gemm("gemma kv", prefix, kv_out, llm.width, 2 * llm.layers),
+        Gemm("gemma o", prefix, llm.width, q_out, llm.layers),
+        Gemm("gemma gate/up", prefix, llm.mlp, llm.width, 2 * llm.layers),
+        Gemm("gemma down", prefix, llm.width, llm.mlp, llm.layers),
+        Gemm("expert q", suffix, q_out, e.width, e.layers),
+        Gemm("expert kv", suffix, kv_out, e.width, 2 * e.layers),
+        Gemm("expert o", suffix, e.width, q_out, e.layers),
+        Gemm("expert gate/up", suffix, e.mlp, e.width, 2 * e.layers),
+        Gemm("expert down", suffix, e.width, e.mlp, e.layers),
+        Gemm("adaRMS dense", batch, 3 * e.width, e.width, 2 * e.layers + 1),
+        Gemm("time mlp", batch, e.width, e.width, 2),
+        Gemm("action in", suffix, e.width, cfg.action_dim, 1, input_grad=False),
+        Gemm("action out", suffix, cfg.action_dim, e.width, 1),
+    ]
+    total = cameras * v.tokens + text_tokens + action_horizon
+    attention = [
+        Attention(
+            "siglip attention", batch * cameras, v.heads, v.heads, v.tokens, v.tokens, v.width // v.heads, v.layers
+        ),
+        Attention(
+            "joint attention",
+            batch,
+            llm.heads,
+            llm.kv_heads,
+            total,
+            total,
+            llm.head_dim,
+            llm.layers,
+            mask="prefix-suffix",
+            prefix=cameras * v.tokens + text_tokens,
+        ),
+    ]
+    return layers, attention

@@ -1,0 +1,192 @@
+"""The kernel floor of a workload on a device (`vlabench floor`): every GEMM of forward and backward at the
+vendor library's speed for its exact shape (torch.mm, i.e. cuBLAS, in the workload's dtype; FP8 through
+torch._scaled_mm where the FP8 rung would convert the layer), plus each attention call at the best
+implementation available here (SDPA, and FlexAttention with the real block mask on a GPU), summed into the step
+time nothing can beat and its samples/s. A rung's share of the floor says how much of the step is left to win.
+
+Only the work of the step's GEMMs and attention counts: no elementwise kernels, norms, casts, optimizer or
+launch gaps, which a perfect implementation would fuse or hide. So the floor is an upper bound on samples/s.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from models.floor import Attention, Gemm, training_gemms
+from models.fp8 import ALIGNMENT, MIN_FEATURES
+
+REPEATS = 10  # timed runs per shape (after warm-up); the median counts
+
+
+def _time(fn: Callable[[], object], device, repeats: int = REPEATS, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    device.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = device.event(), device.event()
+        start.record()
+        fn()
+        end.record()
+        times.append(device.elapsed_s(start, end))
+    return statistics.median(times)
+
+
+def fp8_eligible(layer: Gemm) -> bool:
+    """torchao's FP8 training converts a linear whose two sides (features in and out) are aligned and at least
+    MIN_FEATURES wide (models/fp8.py's rule); all three of its GEMMs then run in FP8."""
+    return all(s % ALIGNMENT == 0 and s >= MIN_FEATURES for s in (layer.n, layer.k))
+
+
+def time_gemm(m: int, n: int, k: int, dtype: torch.dtype, device, fp8: bool = False) -> float:
+    """Seconds of one [m, k] x [k, n] product: in `dtype`, or FP8 e4m3 with per-tensor scales and bf16 output."""
+    dev = device.torch_device
+    a = torch.randn(m, k, device=dev).to(dtype)
+    b = torch.randn(k, n, device=dev).to(dtype)
+    if not fp8:
+        return _time(lambda: torch.mm(a, b), device)
+    m16 = -(-m // ALIGNMENT) * ALIGNMENT  # _scaled_mm wants aligned rows too
+    a8 = torch.randn(m16, k, device=dev).to(torch.float8_e4m3fn)
+    b8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLAS FP8 wants
+    one = torch.ones((), device=dev)
+    return _time(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device)
+
+
+def _attention_inputs(att: Attention, dtype, dev):
+    def t(h, length):
+        return torch.randn(att.batch, h, length, att.head_dim, device=dev, dtype=dtype, requires_grad=att.backward)
+
+    return t(att.heads, att.q_len), t(att.kv_heads, att.kv_len), t(att.kv_heads, att.kv_len)
+
+
+def _allowed(att: Attention, dev) -> torch.Tensor | None:
+    if att.mask == "none":
+        return None
+    q = torch.arange(att.q_len, device=dev)[:, None]
+    k = torch.arange(att.kv_len, device=dev)[None, :]
+    return (k < att.prefix) | (q >= att.prefix)  # prefix sees the prefix; actions see everything
+
+
+def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
+    """Forward (and backward) of one attention call by each implementation that runs here; the best counts."""
+    import torch.nn.functional as F
+
+    dev = device.torch_device
+    q, k, v = _attention_inputs(att, dtype, dev)
+    allowed = _allowed(att, dev)
+    gqa = att.kv_heads != att.heads
+
+    def run(attend):
+        def once():
+            out = attend(q, k, v)
+            if att.backward:
+                out.backward(torch.ones_like(out))
+
+        return once
+
+    candidates = {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=gqa)}
+    if dev.type == "cuda":
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        block = None
+        if allowed is not None:
+            block = create_block_mask(
+                lambda b, h, qi, ki: (ki < att.prefix) | (qi >= att.prefix),
+                B=None,
+                H=None,
+                Q_LEN=att.q_len,
+                KV_LEN=att.kv_len,
+                device=dev,
+            )
+        flex = torch.compile(flex_attention, dynamic=False)
+        candidates["flex"] = lambda q, k, v: flex(q, k, v, block_mask=block, enable_gqa=gqa)
+    times = {}
+    for name, attend in candidates.items():
+        try:
+            times[name] = _time(run(attend), device)
+        except Exception as exc:  # an implementation that cannot run these shapes here is not the best one
+            times[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    best = min((t, n) for n, t in times.items() if isinstance(t, float))
+    return {"name": att.name, "count": att.count, "by_implementation_s": times, "best": best[1], "s": best[0]}
+
+
+def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress=print) -> dict:
+    """The floor of `workload` on `device`: per-shape times, totals and samples/s in the workload's dtype and,
+    where the device has FP8, with the FP8 rung's linears in FP8."""
+    forward, attention = family.floor_ops(size, workload)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[workload["dtype"]]
+    gemms, cache = [], {}
+    base = workload["dtype"]  # the workload's own precision (bf16 on GPUs), and FP8 beside it where the device has it
+    precisions = (base, "fp8") if fp8 else (base,)
+    for layer, step, m, n, k in training_gemms(forward):
+        for precision in precisions:
+            use_fp8 = precision == "fp8" and fp8_eligible(layer)
+            key = (m, n, k, use_fp8)
+            if key not in cache:
+                cache[key] = time_gemm(m, n, k, dtype, device, fp8=use_fp8)
+            gemms.append(
+                {
+                    "name": f"{layer.name} {step}",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "count": layer.count,
+                    "precision": precision,
+                    "fp8": use_fp8,
+                    "s": cache[key],
+                }
+            )
+    progress(f"floor: {len(cache)} GEMM shapes timed")
+    attn = [time_attention(a, dtype, device) for a in attention]
+    progress(f"floor: {len(attn)} attention calls timed")
+    attention_s = sum(a["s"] * a["count"] for a in attn)
+    batch = workload["batch_size"]
+    totals = {}
+    for precision in precisions:
+        gemm_s = sum(g["s"] * g["count"] for g in gemms if g["precision"] == precision)
+        step = gemm_s + attention_s
+        totals[precision] = {
+            "gemm_s": gemm_s,
+            "attention_s": attention_s,
+            "step_s": step,
+            "samples_per_s": batch / step,
+        }
+    return {"dtype": workload["dtype"], "gemm_shapes": len(cache), "gemms": gemms, "attention": attn, "totals": totals}
+
+
+def floor_share(rung: dict, floor: dict | None) -> float | None:
+    """A rung's samples/s over the floor's of the precision it trains in (FP8 for FP8 rungs when measured)."""
+    if not floor or rung.get("status") != "ok":
+        return None
+    totals = floor["totals"]
+    fp8 = (rung.get("options") or {}).get("linear") == "fp8" and "fp8" in totals
+    return rung["samples_per_s"] / totals["fp8" if fp8 else floor["dtype"]]["samples_per_s"]
+
+
+def main(argv: list[str]) -> int:
+    """`python -m harness.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
+    the GPU), SPEC holding model, backend, workload and whether the device has FP8."""
+    import json
+
+    from models import get_family
+
+    from .hardware import get_device
+
+    spec_path, out_path = argv
+    with open(spec_path) as f:
+        spec = json.load(f)
+    device = get_device(spec["backend"])
+    family = get_family(spec["model"])
+    floor = measure_floor(family, spec["workload"]["model_size"], spec["workload"], device, spec["fp8"])
+    with open(out_path, "w") as f:
+        json.dump(floor, f)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
