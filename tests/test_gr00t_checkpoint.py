@@ -1,12 +1,22 @@
 """GR00T N1.6 checkpoints in the released safetensors layout load onto our modules exactly."""
+
 import json
 
 import pytest
 import torch
 
-from models.gr00t.checkpoint import (EMBED_KEY, LM_HEAD_KEY, POOLING_HEAD_PREFIX, CheckpointError, load_gr00t,
-                                     read_checkpoint, reference_names, save_checkpoint, to_our_state_dict,
-                                     to_reference_state_dict)
+from models.gr00t.checkpoint import (
+    EMBED_KEY,
+    LM_HEAD_KEY,
+    POOLING_HEAD_PREFIX,
+    CheckpointError,
+    load_gr00t,
+    read_checkpoint,
+    reference_names,
+    save_checkpoint,
+    to_our_state_dict,
+    to_reference_state_dict,
+)
 from models.gr00t.config import FULL, TINY
 from models.gr00t.model import Gr00tModel, init_weights
 
@@ -55,15 +65,13 @@ def test_full_size_names_match_the_released_layout():
     expected = {
         "vision.patch_embed.weight": "backbone.model.vision_model.vision_model.embeddings.patch_embedding.weight",
         "vision.pos_embed.weight": "backbone.model.vision_model.vision_model.embeddings.position_embedding.weight",
-        "vision.layers.26.attn.out_proj.bias":
-            "backbone.model.vision_model.vision_model.encoder.layers.26.self_attn.out_proj.bias",
+        "vision.layers.26.attn.out_proj.bias": "backbone.model.vision_model.vision_model.encoder.layers.26.self_attn.out_proj.bias",
         "vision.post_norm.weight": "backbone.model.vision_model.vision_model.post_layernorm.weight",
         "mlp1.norm.weight": "backbone.model.mlp1.0.weight",
         "mlp1.fc2.bias": "backbone.model.mlp1.3.bias",
         "llm.embed_tokens.weight": "backbone.model.language_model.model.embed_tokens.weight",
         "llm.layers.15.attn.k_norm.weight": "backbone.model.language_model.model.layers.15.self_attn.k_norm.weight",
-        "llm.layers.0.post_norm.weight":
-            "backbone.model.language_model.model.layers.0.post_attention_layernorm.weight",
+        "llm.layers.0.post_norm.weight": "backbone.model.language_model.model.layers.0.post_attention_layernorm.weight",
         "llm.norm.weight": "backbone.model.language_model.model.norm.weight",
         "vlln.bias": "action_head.vlln.bias",
         "dit.time_embed.linear_1.weight": "action_head.model.timestep_encoder.timestep_embedder.linear_1.weight",
@@ -120,6 +128,7 @@ def test_bad_checkpoints_fail_with_one_clear_line(tiny, tmp_path):
         load_gr00t(tmp_path / "shapes")
     (tmp_path / "shard").mkdir()
     (tmp_path / "shard" / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}}))
+        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}})
+    )
     with pytest.raises(CheckpointError, match="absent"):
         read_checkpoint(tmp_path / "shard")

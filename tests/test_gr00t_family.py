@@ -1,13 +1,22 @@
 """The GR00T N1.6 family through the ModelFamily protocol: options, build, batches, step, optimizer groups, FLOPs,
 notes and loss parity between switches (CPU, tiny, fp32)."""
+
 import pytest
 import torch
 
 from models.gr00t import FAMILY, parse_options
 from models.schema import SchemaError
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 50, "action_horizon": 6, "lr": 1e-4,
-            "model_size": "tiny", "dtype": "fp32", "compile_backend": "aot_eager"}
+WORKLOAD = {
+    "batch_size": 2,
+    "cameras": 2,
+    "text_tokens": 50,
+    "action_horizon": 6,
+    "lr": 1e-4,
+    "model_size": "tiny",
+    "dtype": "fp32",
+    "compile_backend": "aot_eager",
+}
 
 
 def build(options=None, seed=0):
@@ -77,8 +86,9 @@ def test_same_seed_same_model_and_batches():
     assert all(torch.equal(x[k], y[k]) for x, y in zip(b1, b2) for k in x)
 
 
-@pytest.mark.parametrize("options", [{"lm_head": False}, {"vl_pad": 64}, {"lm_head": False, "vl_pad": 64},
-                                     {"attention": "eager"}])
+@pytest.mark.parametrize(
+    "options", [{"lm_head": False}, {"vl_pad": 64}, {"lm_head": False, "vl_pad": 64}, {"attention": "eager"}]
+)
 def test_switches_keep_loss_and_gradients(batch, options):
     base_loss, base_grads = loss_and_grads(build().model, batch)
     loss, grads = loss_and_grads(build(options).model, batch)
@@ -102,8 +112,14 @@ def test_compiled_blocks_match_eager(batch):
 
 
 def test_flops_and_notes():
-    full = {**WORKLOAD, "model_size": "full", "batch_size": 16, "text_tokens": 92, "action_horizon": 50,
-            "dtype": "bf16"}
+    full = {
+        **WORKLOAD,
+        "model_size": "full",
+        "batch_size": 16,
+        "text_tokens": 92,
+        "action_horizon": 50,
+        "dtype": "bf16",
+    }
     assert FAMILY.flops_per_sample("full", full) / 1e12 == pytest.approx(1.51, abs=0.005)
     notes = FAMILY.rung_notes({}, {"lm_head": False}, full)
     assert len(notes) == 1 and "136.7 GFLOP/sample" in notes[0] and "0.99 GiB" in notes[0]

@@ -1,5 +1,6 @@
 """GR00T N1.6 model: parameter counts, FLOPs, shapes, flow matching, attention routing, trainable set, padding,
 lm_head, sampling and batches (CPU, tiny model, fp32 unless a test says otherwise)."""
+
 import dataclasses
 
 import pytest
@@ -10,8 +11,15 @@ from models.gr00t.attention import causal_padding_mask, key_mask
 from models.gr00t.batch import INSTRUCTION_TOKENS, LIBERO_PANDA, make_batch, make_batches, non_image_tokens, to_device
 from models.gr00t.config import FULL, TINY
 from models.gr00t.flops import forward_flops_per_sample, train_flops_per_sample
-from models.gr00t.model import (Gr00tModel, apply_mixed_precision, block_reads, init_weights, resize_position_grid,
-                                set_trainable, unused_pooling_head_parameters)
+from models.gr00t.model import (
+    Gr00tModel,
+    apply_mixed_precision,
+    block_reads,
+    init_weights,
+    resize_position_grid,
+    set_trainable,
+    unused_pooling_head_parameters,
+)
 
 WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 50, "action_horizon": 6}
 
@@ -31,8 +39,11 @@ def tiny(seed=0, cfg=TINY):
 def batch(seed=0, cfg=TINY, **overrides):
     wl = {**WORKLOAD, **overrides}
     gen = torch.Generator().manual_seed(seed)
-    return to_device(make_batch(cfg, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
-                     "cpu", torch.float32)
+    return to_device(
+        make_batch(cfg, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
+        "cpu",
+        torch.float32,
+    )
 
 
 def seeded_loss(model, b, seed=0):
@@ -41,6 +52,7 @@ def seeded_loss(model, b, seed=0):
 
 
 # ----------------------------------------------------------------------------- sizes and FLOPs
+
 
 def test_full_parameter_counts_on_meta_device():
     with torch.device("meta"):
@@ -64,8 +76,15 @@ def test_full_parameter_counts_on_meta_device():
     assert pooling_head == 15_238_352 and count(model) + pooling_head == 2_975_968_192
     trainable = set_trainable(model)
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 1_619_968_000
-    assert {n.split(".")[0] for n in trainable} == {"llm", "vlln", "dit", "state_encoder", "action_encoder",
-                                                    "action_pos", "action_decoder"}
+    assert {n.split(".")[0] for n in trainable} == {
+        "llm",
+        "vlln",
+        "dit",
+        "state_encoder",
+        "action_encoder",
+        "action_pos",
+        "action_decoder",
+    }
     assert {n.split(".")[2] for n in trainable if n.startswith("llm.")} == {"12", "13", "14", "15"}
     # every block holds to_q/to_k/to_v/to_out, the AdaLN linear and the FeedForward; cross blocks read 2048-wide
     assert [b.reads for b in model.dit.blocks[:5]] == ["text", "self", "image", "self", "text"]
@@ -102,20 +121,29 @@ def test_tiny_flops_match_a_hand_count():
     dit = (256 * 64 + 64 * 64) + 2 * (self_block + cross_block) + 4 * 64 * 128 + 64 * 128 + t * 64 * 32
     heads = (16 * 32 + 32 * 64) + 6 * (16 * 64 + 128 * 64 + 64 * 64) + t * (32 * 32 + 32 * 16)
     f = forward_flops_per_sample(TINY, cameras=2, vl_tokens=30, action_horizon=6)
-    assert f == {"vision": 2 * vision, "mlp1": 2 * mlp1, "llm_frozen": 2 * 2 * llm_layer,
-                 "llm_trainable": 2 * 2 * llm_layer, "lm_head": 2 * lm_head, "dit": 2 * dit, "action_io": 2 * heads}
+    assert f == {
+        "vision": 2 * vision,
+        "mlp1": 2 * mlp1,
+        "llm_frozen": 2 * 2 * llm_layer,
+        "llm_trainable": 2 * 2 * llm_layer,
+        "lm_head": 2 * lm_head,
+        "dit": 2 * dit,
+        "action_io": 2 * heads,
+    }
     forward = 2 * (vision + mlp1 + 4 * llm_layer + lm_head + dit + heads)
     assert train_flops_per_sample(TINY, 2, 30, 6) == forward + 2 * 2 * (2 * llm_layer + dit + heads)
     assert train_flops_per_sample(TINY, 2, 30, 6, lm_head=False) == forward - 2 * lm_head + 2 * 2 * (
-        2 * llm_layer + dit + heads)
+        2 * llm_layer + dit + heads
+    )
 
 
 # ----------------------------------------------------------------------------- forward
 
+
 def test_shapes_through_the_whole_forward():
     model, b = tiny(), batch()
     n, v = 2 * 2, TINY.vision
-    assert model.vision(b["images"].flatten(0, 1)).shape == (n, v.patches ** 2, v.width)
+    assert model.vision(b["images"].flatten(0, 1)).shape == (n, v.patches**2, v.width)
     assert model.embed_images(b["images"]).shape == (n, v.tokens, TINY.llm.width)
     vl = model.encode_vl(b)
     length = b["input_ids"].shape[1]
@@ -146,7 +174,7 @@ def test_image_features_fill_the_image_tokens_in_order():
     x, ids = seen["x"], b["input_ids"]
     for i in range(2):
         positions = (ids[i] == TINY.image_token_id).nonzero().flatten()
-        assert torch.equal(x[i, positions], vit[2 * i:2 * i + 2].flatten(0, 1))  # view 0 then view 1
+        assert torch.equal(x[i, positions], vit[2 * i : 2 * i + 2].flatten(0, 1))  # view 0 then view 1
         text = (ids[i] != TINY.image_token_id).nonzero().flatten()
         assert torch.equal(x[i, text], model.llm.embed_tokens(ids[i, text]))
 
@@ -293,6 +321,7 @@ def test_state_dropout_adds_a_trainable_mask_token():
 
 # ----------------------------------------------------------------------------- inference
 
+
 def test_sample_actions_shape_and_determinism():
     model, b = tiny(), batch()
     model.eval()
@@ -324,6 +353,7 @@ def test_position_grid_resize():
 
 # ----------------------------------------------------------------------------- batches
 
+
 def test_batches_are_seeded_and_shaped_like_the_libero_run():
     wl = {**WORKLOAD, "batch_size": 8, "text_tokens": 92, "action_horizon": 50}
     b1 = make_batches(FULL, wl, 2, "cpu", torch.float32, 7)
@@ -347,6 +377,7 @@ def test_batches_are_seeded_and_shaped_like_the_libero_run():
 
 def test_flow_time_follows_the_reference_distribution():
     from models.gr00t.batch import sample_beta
+
     u = sample_beta(200_000, torch.Generator().manual_seed(0))
     t = (1 - u) * 0.999
     assert 0 <= t.min() and t.max() <= 0.999

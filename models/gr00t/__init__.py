@@ -1,14 +1,17 @@
 """GR00T N1.6 (Isaac-GR00T's Gr00tN1d6) written in plain PyTorch, and its optimization switches."""
+
 from __future__ import annotations
 
 import torch
 
-from ..family import Built, DdpFlags, ModelFamily
+from ..family import Built, DdpFlags, ModelFamily, Step, standard_step
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
 from .flops import forward_flops_per_sample, train_flops_per_sample
+from .graphs import GraphedStep
 from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
 from .options import Gr00tOptions, parse_options
+from .processor import Gr00tProcessor, make_processor
 from .techniques import apply_options, count_parameters, set_tf32, weight_decay_groups
 
 WEIGHT_DECAY = 1e-5  # Isaac-GR00T's TrainingConfig / finetune default; LoongForge's run uses the same
@@ -25,25 +28,43 @@ class Gr00tFamily(ModelFamily):
     sizes = tuple(SIZES)
     options_type = Gr00tOptions
 
+    def unsupported_reason(self, options: Gr00tOptions, backend: str, capabilities: frozenset) -> str | None:
+        if options.cuda_graphs and backend != "cuda":
+            return f"CUDA graphs need a CUDA device; this target is {backend}"
+        if options.linear == "fp8" and "fp8" not in capabilities:
+            return "FP8 matmuls need a GPU with FP8 tensor cores (Hopper/Ada or newer); this target has none"
+        return None
+
     def parity_tolerance(self, baseline: Gr00tOptions, options: Gr00tOptions, dtype: str) -> tuple[float, str]:
         """Largest relative loss difference to the baseline that still counts as the same math. The DiT's
         dropout draws from torch's RNG, which the harness seeds per step, so eager rungs drop the same units."""
         changed = {k for k, v in options.as_dict().items() if baseline.as_dict()[k] != v} - {"ddp"}
+        if options.linear == "fp8":
+            return 5e-2, (
+                "FP8 e4m3 operands keep 3 mantissa bits (~6% per element) in the DiT's GEMMs; per-tensor "
+                "scaling and higher-precision accumulation average that down to a few percent on the loss"
+            )
         if "compile" in changed:
-            return 1e-1, ("compiled blocks draw the DiT's dropout masks (p=0.2, 4 per block) from inductor's own "
-                          "RNG, not eager's: the losses differ by dropout sampling noise (up to 3.7% per step over "
-                          "30 steps on an H200, full size, batch 16), so this is a sanity bound, not an exact "
-                          "check; the aot_eager backend keeps eager's masks")
+            return 1e-1, (
+                "compiled blocks draw the DiT's dropout masks (p=0.2, 4 per block) from inductor's own "
+                "RNG, not eager's: the losses differ by dropout sampling noise (up to 3.7% per step over "
+                "30 steps on an H200, full size, batch 16), so this is a sanity bound, not an exact "
+                "check; the aot_eager backend keeps eager's masks"
+            )
         if dtype == "fp32":
             if changed <= {"lm_head"}:
                 return 1e-6, "the lm_head's logits are dropped: skipping them changes no value"
             if changed <= {"lm_head", "vl_pad"}:
-                return 1e-5, ("fp32 and the same math: padding shifts every RoPE position by the same amount "
-                              "(relative angles unchanged) and changes GEMM shapes, so only float sums reorder")
+                return 1e-5, (
+                    "fp32 and the same math: padding shifts every RoPE position by the same amount "
+                    "(relative angles unchanged) and changes GEMM shapes, so only float sums reorder"
+                )
             return 1e-4, "fp32 with another attention kernel: reassociated sums differ by ~1e-7 per op"
-        return 2e-2, ("bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels or shapes round differently "
-                      "and the bf16 forward drifts over the steps (VL padding to 220 or eager attention: up to "
-                      "0.9% per step over 30 steps on an H200)")
+        return 2e-2, (
+            "bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels or shapes round differently "
+            "and the bf16 forward drifts over the steps (VL padding to 220 or eager attention: up to "
+            "0.9% per step over 30 steps on an H200)"
+        )
 
     def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
         """Analytic remarks on what a rung changes, for tables."""
@@ -54,14 +75,20 @@ class Gr00tFamily(ModelFamily):
             tokens = opts.vl_pad or vl_tokens(workload["model_size"], workload)
             gflop = forward_flops_per_sample(cfg, workload["cameras"], tokens, workload["action_horizon"])["lm_head"]
             logits = workload["batch_size"] * tokens * cfg.llm.vocab * (2 if workload["dtype"] == "bf16" else 4)
-            notes.append(f"skips the discarded lm_head: {gflop / 1e9:.1f} GFLOP/sample and {logits / 2**30:.2f} GiB "
-                         f"of logits per step (analytic)")
+            notes.append(
+                f"skips the discarded lm_head: {gflop / 1e9:.1f} GFLOP/sample and {logits / 2**30:.2f} GiB "
+                f"of logits per step (analytic)"
+            )
         if opts.vl_pad is not None and opts.vl_pad != prev.vl_pad:
             notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
+        if opts.cuda_graphs and not prev.cuda_graphs:
+            notes.append(
+                "forward and backward replayed as one CUDA graph per batch shape; the gradient all-reduce "
+                "runs after the replay, no longer overlapping backward"
+            )
         return notes
 
-    def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype,
-              seed: int) -> Built:
+    def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         """The plain model with N1.6 fine-tuning's trainable set and precision (frozen bf16, trainable fp32 under
         bf16 autocast, TF32 on, for a bf16 workload; all fp32 otherwise), then the rung's switches."""
         with torch.device(device):
@@ -75,15 +102,32 @@ class Gr00tFamily(ModelFamily):
         applied = apply_options(model, options, workload.get("compile_backend", "inductor"))
         return Built(model.train(), applied)
 
-    def optimizer(self, model: torch.nn.Module, options: Gr00tOptions, workload: dict,
-                  backend: str) -> torch.optim.Optimizer:
+    def optimizer(
+        self, model: torch.nn.Module, options: Gr00tOptions, workload: dict, backend: str
+    ) -> torch.optim.Optimizer:
         """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
         betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms."""
-        return torch.optim.AdamW(weight_decay_groups(model, WEIGHT_DECAY), lr=workload["lr"], betas=(0.9, 0.999),
-                                 eps=1e-8)
+        return torch.optim.AdamW(
+            weight_decay_groups(model, WEIGHT_DECAY), lr=workload["lr"], betas=(0.9, 0.999), eps=1e-8
+        )
+
+    def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Gr00tOptions) -> Step:
+        """The standard step, or with `cuda_graphs` one that replays a captured forward and backward per batch
+        shape (graphs.py); clipping at 1.0, the optimizer step and any all-reduce run outside the graph."""
+        if not options.cuda_graphs:
+            return standard_step(self.loss, model, optimizer)
+        pad_id = getattr(model, "module", model).cfg.pad_token_id
+        return GraphedStep(self.loss, model, optimizer, options.vl_pad, pad_id, options.ddp)
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
+
+    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> Gr00tProcessor:
+        """Isaac-GR00T N1.6's LIBERO preprocessing (processor.py): the chat-template prompt with 64 image tokens
+        per 224x224 view, min/max normalisation of state and actions from the dataset's statistics (min, max),
+        state padded to 128, actions to 128 dimensions with their mask, embodiment libero_panda; Qwen3's
+        tokenizer.json, or a stand-in of its vocabulary."""
+        return make_processor(SIZES[size], stats, tokenizer)
 
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
@@ -95,12 +139,29 @@ class Gr00tFamily(ModelFamily):
         """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the
         workload's padded length, as LoongForge's published estimate counts them (1.51 TFLOP at 220 tokens), so
         that every rung of a ladder shares one figure (a rung that skips the lm_head does less for the same)."""
-        return train_flops_per_sample(SIZES[size], workload["cameras"], vl_tokens(size, workload),
-                                      workload["action_horizon"], lm_head=True)
+        return train_flops_per_sample(
+            SIZES[size], workload["cameras"], vl_tokens(size, workload), workload["action_horizon"], lm_head=True
+        )
 
 
 FAMILY = Gr00tFamily()
 
-__all__ = ["FAMILY", "FULL", "TINY", "Gr00tConfig", "Gr00tModel", "Gr00tOptions", "apply_mixed_precision",
-           "apply_options", "count_parameters", "forward_flops_per_sample", "init_weights", "parse_options",
-           "set_trainable", "train_flops_per_sample"]
+__all__ = [
+    "FAMILY",
+    "FULL",
+    "SIZES",
+    "TINY",
+    "Gr00tConfig",
+    "Gr00tModel",
+    "Gr00tOptions",
+    "Gr00tProcessor",
+    "GraphedStep",
+    "apply_mixed_precision",
+    "apply_options",
+    "count_parameters",
+    "forward_flops_per_sample",
+    "init_weights",
+    "parse_options",
+    "set_trainable",
+    "train_flops_per_sample",
+]

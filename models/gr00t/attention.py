@@ -4,6 +4,7 @@ The reference runs flash-attention-2 (asserted for Eagle-Block2A-2B-v2; varlen o
 left-padded token sequences) and SDPA in the DiT (diffusers' AttnProcessor2_0). `sdpa` is the plain-PyTorch
 equivalent everywhere; `eager` materialises the scores with an fp32 softmax (transformers' eager path).
 """
+
 from __future__ import annotations
 
 from typing import Literal, get_args
@@ -19,8 +20,7 @@ def attend(q, k, v, mask, kind: str, scale: float | None = None) -> torch.Tensor
     """q [B, H, Tq, D], k/v [B, Hkv, Tk, D] (grouped-query when Hkv < H), mask bool broadcastable to
     [B, H, Tq, Tk] or None. Every query row must allow at least one key (no NaN rows)."""
     if kind == "sdpa":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
-                                              enable_gqa=k.shape[1] != q.shape[1])
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
     if kind != "eager":
         raise ValueError(f"unknown attention kind {kind!r}")
     groups = q.shape[1] // k.shape[1]

@@ -13,6 +13,7 @@ collator (`padding_side = "left"`):
   `<|im_end|>\\n` (2 tokens)
 Token ids other than <IMG_CONTEXT> and padding are drawn at random: only their count matters for the compute.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,10 @@ def instruction_range(cameras: int, text_tokens: int) -> tuple[int, int]:
     room = text_tokens - non_image_tokens(cameras, 0)
     lo, hi = min(INSTRUCTION_TOKENS[0], room), min(INSTRUCTION_TOKENS[1], room)
     if lo < 1:
-        raise ValueError(f"text_tokens={text_tokens} leaves no room for an instruction next to the chat template "
-                         f"and {cameras} image markers ({non_image_tokens(cameras, 0)} tokens)")
+        raise ValueError(
+            f"text_tokens={text_tokens} leaves no room for an instruction next to the chat template "
+            f"and {cameras} image markers ({non_image_tokens(cameras, 0)} tokens)"
+        )
     return lo, hi
 
 
@@ -62,8 +65,15 @@ def sample_beta(n: int, gen: torch.Generator, alpha: float = 1.5, beta: float = 
     return (torch.rand(n, generator=gen, dtype=torch.float64) ** (1.0 / alpha)).float()
 
 
-def make_batch(cfg: Gr00tConfig, batch_size: int, cameras: int, text_tokens: int, action_horizon: int,
-               gen: torch.Generator, embodiment_id: int = LIBERO_PANDA) -> dict:
+def make_batch(
+    cfg: Gr00tConfig,
+    batch_size: int,
+    cameras: int,
+    text_tokens: int,
+    action_horizon: int,
+    gen: torch.Generator,
+    embodiment_id: int = LIBERO_PANDA,
+) -> dict:
     h, size = cfg.head, cfg.vision.image_size
     lo, hi = instruction_range(cameras, text_tokens)
     lengths = torch.randint(lo, hi + 1, (batch_size,), generator=gen)
@@ -72,8 +82,8 @@ def make_batch(cfg: Gr00tConfig, batch_size: int, cameras: int, text_tokens: int
     input_ids = torch.full((batch_size, longest), cfg.pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((batch_size, longest), dtype=torch.bool)
     for i, p in enumerate(prompts):  # left padding
-        input_ids[i, longest - len(p):] = p
-        attention_mask[i, longest - len(p):] = True
+        input_ids[i, longest - len(p) :] = p
+        attention_mask[i, longest - len(p) :] = True
 
     state = torch.zeros((batch_size, 1, h.state_dim))
     state[..., :STATE_DIMS] = torch.randn((batch_size, 1, min(STATE_DIMS, h.state_dim)), generator=gen)
@@ -109,5 +119,18 @@ def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
 
 def make_batches(cfg: Gr00tConfig, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
     gen = torch.Generator().manual_seed(seed)
-    return [to_device(make_batch(cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"],
-                                 workload["action_horizon"], gen), device, dtype) for _ in range(n)]
+    return [
+        to_device(
+            make_batch(
+                cfg,
+                workload["batch_size"],
+                workload["cameras"],
+                workload["text_tokens"],
+                workload["action_horizon"],
+                gen,
+            ),
+            device,
+            dtype,
+        )
+        for _ in range(n)
+    ]

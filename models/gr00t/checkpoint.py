@@ -12,6 +12,7 @@ names), `action_head.{state_encoder,action_encoder,action_decoder}.*.{W,b}`, `ac
 - `action_head.mask_token` when the model is built without state dropout.
 Only safetensors files are read: a pickle can run code, a safetensors file cannot.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,22 +39,47 @@ class CheckpointError(ValueError):
 def _layer_rules() -> list[tuple[str, str, str]]:
     """(which stack, our name, reference name) patterns; `{n}` is the layer index."""
     both = ("weight", "bias")
-    vision = [("norm1", "layer_norm1"), ("norm2", "layer_norm2"), ("attn.q_proj", "self_attn.q_proj"),
-              ("attn.k_proj", "self_attn.k_proj"), ("attn.v_proj", "self_attn.v_proj"),
-              ("attn.out_proj", "self_attn.out_proj"), ("mlp.fc1", "mlp.fc1"), ("mlp.fc2", "mlp.fc2")]
-    rules = [("vision", f"vision.layers.{{n}}.{o}.{p}", f"{_VISION}.encoder.layers.{{n}}.{r}.{p}")
-             for o, r in vision for p in both]
-    llm = [("input_norm", "input_layernorm"), ("post_norm", "post_attention_layernorm"),
-           ("attn.q_proj", "self_attn.q_proj"), ("attn.k_proj", "self_attn.k_proj"),
-           ("attn.v_proj", "self_attn.v_proj"), ("attn.o_proj", "self_attn.o_proj"),
-           ("attn.q_norm", "self_attn.q_norm"), ("attn.k_norm", "self_attn.k_norm"),
-           ("mlp.gate_proj", "mlp.gate_proj"), ("mlp.up_proj", "mlp.up_proj"), ("mlp.down_proj", "mlp.down_proj")]
+    vision = [
+        ("norm1", "layer_norm1"),
+        ("norm2", "layer_norm2"),
+        ("attn.q_proj", "self_attn.q_proj"),
+        ("attn.k_proj", "self_attn.k_proj"),
+        ("attn.v_proj", "self_attn.v_proj"),
+        ("attn.out_proj", "self_attn.out_proj"),
+        ("mlp.fc1", "mlp.fc1"),
+        ("mlp.fc2", "mlp.fc2"),
+    ]
+    rules = [
+        ("vision", f"vision.layers.{{n}}.{o}.{p}", f"{_VISION}.encoder.layers.{{n}}.{r}.{p}")
+        for o, r in vision
+        for p in both
+    ]
+    llm = [
+        ("input_norm", "input_layernorm"),
+        ("post_norm", "post_attention_layernorm"),
+        ("attn.q_proj", "self_attn.q_proj"),
+        ("attn.k_proj", "self_attn.k_proj"),
+        ("attn.v_proj", "self_attn.v_proj"),
+        ("attn.o_proj", "self_attn.o_proj"),
+        ("attn.q_norm", "self_attn.q_norm"),
+        ("attn.k_norm", "self_attn.k_norm"),
+        ("mlp.gate_proj", "mlp.gate_proj"),
+        ("mlp.up_proj", "mlp.up_proj"),
+        ("mlp.down_proj", "mlp.down_proj"),
+    ]
     rules += [("llm", f"llm.layers.{{n}}.{o}.weight", f"{_LLM}.model.layers.{{n}}.{r}.weight") for o, r in llm]
-    dit = [("norm1.linear", "norm1.linear"), ("attn.to_q", "attn1.to_q"), ("attn.to_k", "attn1.to_k"),
-           ("attn.to_v", "attn1.to_v"), ("attn.to_out", "attn1.to_out.0"), ("ff.fc1", "ff.net.0.proj"),
-           ("ff.fc2", "ff.net.2")]
-    rules += [("dit", f"dit.blocks.{{n}}.{o}.{p}", f"{_DIT}.transformer_blocks.{{n}}.{r}.{p}")
-              for o, r in dit for p in both]
+    dit = [
+        ("norm1.linear", "norm1.linear"),
+        ("attn.to_q", "attn1.to_q"),
+        ("attn.to_k", "attn1.to_k"),
+        ("attn.to_v", "attn1.to_v"),
+        ("attn.to_out", "attn1.to_out.0"),
+        ("ff.fc1", "ff.net.0.proj"),
+        ("ff.fc2", "ff.net.2"),
+    ]
+    rules += [
+        ("dit", f"dit.blocks.{{n}}.{o}.{p}", f"{_DIT}.transformer_blocks.{{n}}.{r}.{p}") for o, r in dit for p in both
+    ]
     return rules
 
 
@@ -62,18 +88,30 @@ def _single_rules(cfg: Gr00tConfig) -> list[tuple[str, str]]:
     rules = [(f"vision.patch_embed.{p}", f"{_VISION}.embeddings.patch_embedding.{p}") for p in both]
     rules += [("vision.pos_embed.weight", f"{_VISION}.embeddings.position_embedding.weight")]
     rules += [(f"vision.post_norm.{p}", f"{_VISION}.post_layernorm.{p}") for p in both]
-    rules += [(f"mlp1.{o}.{p}", f"backbone.model.mlp1.{i}.{p}") for o, i in (("norm", 0), ("fc1", 1), ("fc2", 3))
-              for p in both]
+    rules += [
+        (f"mlp1.{o}.{p}", f"backbone.model.mlp1.{i}.{p}")
+        for o, i in (("norm", 0), ("fc1", 1), ("fc2", 3))
+        for p in both
+    ]
     rules += [("llm.embed_tokens.weight", EMBED_KEY), ("llm.norm.weight", f"{_LLM}.model.norm.weight")]
     rules += [(f"vlln.{p}", f"action_head.vlln.{p}") for p in both]
-    rules += [(f"dit.time_embed.{m}.{p}", f"{_DIT}.timestep_encoder.timestep_embedder.{m}.{p}")
-              for m in ("linear_1", "linear_2") for p in both]
+    rules += [
+        (f"dit.time_embed.{m}.{p}", f"{_DIT}.timestep_encoder.timestep_embedder.{m}.{p}")
+        for m in ("linear_1", "linear_2")
+        for p in both
+    ]
     rules += [(f"dit.{m}.{p}", f"{_DIT}.{m}.{p}") for m in ("proj_out_1", "proj_out_2") for p in both]
-    heads = [("state_encoder", "state_encoder", ("layer1", "layer2")),
-             ("action_encoder", "action_encoder", ("W1", "W2", "W3")),
-             ("action_decoder", "action_decoder", ("layer1", "layer2"))]
-    rules += [(f"{o}.{layer}.{ours}", f"action_head.{r}.{layer}.{ref}") for o, r, layers in heads
-              for layer in layers for ours, ref in (("weight", "W"), ("bias", "b"))]
+    heads = [
+        ("state_encoder", "state_encoder", ("layer1", "layer2")),
+        ("action_encoder", "action_encoder", ("W1", "W2", "W3")),
+        ("action_decoder", "action_decoder", ("layer1", "layer2")),
+    ]
+    rules += [
+        (f"{o}.{layer}.{ours}", f"action_head.{r}.{layer}.{ref}")
+        for o, r, layers in heads
+        for layer in layers
+        for ours, ref in (("weight", "W"), ("bias", "b"))
+    ]
     rules += [("action_pos.weight", "action_head.position_embedding.weight")]
     if cfg.head.state_dropout > 0:
         rules += [("state_mask_token", MASK_TOKEN_KEY)]
@@ -157,7 +195,11 @@ def read_checkpoint(path) -> dict[str, torch.Tensor]:
     path = Path(path)
     tensors = {}
     for file in _safetensors_files(path):
-        tensors.update(load_file(str(file)))
+        try:
+            tensors.update(load_file(str(file)))
+        except Exception as e:  # a truncated or foreign file: safetensors raises its own error types
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"{file}: not a readable safetensors file ({reason})") from None
     if not tensors:
         raise CheckpointError(f"{path}: the safetensors file holds no tensors")
     error = None

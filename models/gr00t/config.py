@@ -5,6 +5,7 @@ flow matching, trainable set), `gr00t/model/modules/nvidia/Eagle-Block2A-2B-v2/c
 tower, Qwen3-1.7B text config, image token id, pixel-shuffle ratio), `gr00t/model/modules/dit.py` (DiT
 defaults the config does not set: biases, tanh-GELU, LayerNorm eps, 256-channel timestep sinusoid).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class VisionConfig:
 
     @property
     def unshuffled_width(self) -> int:
-        return self.width * self.unshuffle ** 2
+        return self.width * self.unshuffle**2
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ Attention / FeedForward / Timesteps), `gr00t/model/modules/embodiment_conditione
 Module names are part of the interface (compile units, checkpoint mapping): `vision.layers.*`, `mlp1`,
 `llm.layers.*`, `vlln`, `dit.blocks.*`, `state_encoder`, `action_encoder`, `action_pos`, `action_decoder`.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,8 @@ from torch import nn
 from .attention import attend, causal_padding_mask, key_mask
 from .config import DiTConfig, Gr00tConfig, LLMConfig, VisionConfig
 
-
 # ----------------------------------------------------------------------------- vision (SigLIP2)
+
 
 class VisionAttention(nn.Module):
     def __init__(self, cfg: VisionConfig):
@@ -38,8 +39,9 @@ class VisionAttention(nn.Module):
 
     def forward(self, x):
         b, t, _ = x.shape
-        q, k, v = (p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
         out = attend(q, k, v, None, self.kind)  # every patch of the image, no windows (use_windows_attn: false)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -97,8 +99,8 @@ class SiglipVision(nn.Module):
     def __init__(self, cfg: VisionConfig):
         super().__init__()
         self.cfg = cfg
-        self.patch_embed = nn.Linear(3 * cfg.patch_size ** 2, cfg.width)
-        self.pos_embed = nn.Embedding(cfg.position_grid ** 2, cfg.width)
+        self.patch_embed = nn.Linear(3 * cfg.patch_size**2, cfg.width)
+        self.pos_embed = nn.Embedding(cfg.position_grid**2, cfg.width)
         self.layers = nn.ModuleList(VisionLayer(cfg) for _ in range(cfg.layers))
         self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
 
@@ -136,6 +138,7 @@ class Connector(nn.Module):
 
 
 # ----------------------------------------------------------------------------- LLM (Qwen3 layout)
+
 
 class RMSNorm(nn.Module):
     """Qwen3 RMSNorm: normalise in fp32, back to the input dtype, then `weight *` (a fp32 weight of a
@@ -240,6 +243,7 @@ class QwenLM(nn.Module):
 
 # ----------------------------------------------------------------------------- DiT (AlternateVLDiT)
 
+
 def timestep_sinusoid(t: torch.Tensor, channels: int, max_period: float = 10000.0) -> torch.Tensor:
     """diffusers `Timesteps(channels, flip_sin_to_cos=True, downscale_freq_shift=1)`: [cos, sin] of t times
     frequencies exp(-ln(max_period) * i / (channels/2 - 1)), in fp32."""
@@ -343,8 +347,9 @@ class AlternateVLDiT(nn.Module):
     def __init__(self, cfg: DiTConfig, vl_width: int):
         super().__init__()
         self.time_embed = TimestepEncoder(cfg)
-        self.blocks = nn.ModuleList(DiTBlock(cfg, block_reads(i, cfg.attend_text_every_n_blocks), vl_width)
-                                    for i in range(cfg.layers))
+        self.blocks = nn.ModuleList(
+            DiTBlock(cfg, block_reads(i, cfg.attend_text_every_n_blocks), vl_width) for i in range(cfg.layers)
+        )
         self.norm_out = nn.LayerNorm(cfg.width, eps=cfg.out_eps, elementwise_affine=False)
         self.proj_out_1 = nn.Linear(cfg.width, 2 * cfg.width)
         self.proj_out_2 = nn.Linear(cfg.width, cfg.out)
@@ -364,6 +369,7 @@ class AlternateVLDiT(nn.Module):
 
 
 # ----------------------------------------------------------------------------- per-embodiment encoders
+
 
 class EmbodimentLinear(nn.Module):
     """One Linear per embodiment: each sample's weights are gathered by its id and applied with a batched matmul."""
@@ -390,7 +396,8 @@ class EmbodimentMLP(nn.Module):
 def action_time_sinusoid(t: torch.Tensor, width: int) -> torch.Tensor:
     """[B, T] timestep buckets -> [B, T, width]: [sin, cos] with frequencies exp(-i ln(10000) / (width/2))."""
     half = width // 2
-    log_period = torch.tensor(10000.0, device=t.device).log()  # fp32 log, as the reference rounds it
+    # fp32 log, as the reference rounds it; made on the device (no host copy: the step may be graph-captured)
+    log_period = torch.full((), 10000.0, device=t.device).log()
     exponent = -torch.arange(half, dtype=torch.float32, device=t.device) * (log_period / half)
     freqs = t.float().unsqueeze(-1) * exponent.exp()
     return torch.cat([freqs.sin(), freqs.cos()], dim=-1)
@@ -413,6 +420,7 @@ class ActionEncoder(nn.Module):
 
 
 # ----------------------------------------------------------------------------- the model
+
 
 class VL(NamedTuple):
     """The backbone's output as the DiT reads it: features after `vlln`, and which tokens are valid text
@@ -479,7 +487,7 @@ class Gr00tModel(nn.Module):
     def encode_state(self, state, ids, drop: bool = False):
         features = self.state_encoder(state, ids)
         if drop and self.state_mask_token is not None:  # per-sample state dropout (training only)
-            dropped = (torch.rand(features.shape[0], device=features.device) < self.cfg.head.state_dropout)
+            dropped = torch.rand(features.shape[0], device=features.device) < self.cfg.head.state_dropout
             dropped = dropped[:, None, None].to(features.dtype)
             features = features * (1 - dropped) + self.state_mask_token * dropped
         return features
@@ -525,8 +533,12 @@ class Gr00tModel(nn.Module):
             state = self.encode_state(batch["state"], ids)
             b, device = ids.shape[0], ids.device
             if noise is None:
-                noise = torch.randn((b, self.default_horizon, self.cfg.head.action_dim), generator=generator,
-                                    device=device, dtype=vl.features.dtype)
+                noise = torch.randn(
+                    (b, self.default_horizon, self.cfg.head.action_dim),
+                    generator=generator,
+                    device=device,
+                    dtype=vl.features.dtype,
+                )
             x = noise
             for i in range(steps):
                 bucket = int(i / steps * self.cfg.head.timestep_buckets)
@@ -536,8 +548,11 @@ class Gr00tModel(nn.Module):
 
     # -- switches
     def autocast(self):
-        return torch.autocast(self.vlln.weight.device.type, dtype=self.autocast_dtype or torch.bfloat16,
-                              enabled=self.autocast_dtype is not None)
+        return torch.autocast(
+            self.vlln.weight.device.type,
+            dtype=self.autocast_dtype or torch.bfloat16,
+            enabled=self.autocast_dtype is not None,
+        )
 
     def set_attention(self, kind: str):
         for layer in self.vision.layers:
@@ -550,9 +565,16 @@ class Gr00tModel(nn.Module):
 
 # ----------------------------------------------------------------------------- training setup
 
-def set_trainable(model: Gr00tModel, tune_llm: bool = False, tune_visual: bool = False,
-                  tune_top_llm_layers: int | None = None, tune_projector: bool = True,
-                  tune_diffusion_model: bool = True, tune_vlln: bool = True) -> list[str]:
+
+def set_trainable(
+    model: Gr00tModel,
+    tune_llm: bool = False,
+    tune_visual: bool = False,
+    tune_top_llm_layers: int | None = None,
+    tune_projector: bool = True,
+    tune_diffusion_model: bool = True,
+    tune_vlln: bool = True,
+) -> list[str]:
     """N1.6 fine-tuning's trainable set (Gr00tN1d6Config defaults): vision and `mlp1` frozen, the LLM frozen
     except its top `tune_top_llm_layers` layers (4; the final norm stays frozen), and the whole action head
     trainable. Returns the trainable parameter names."""

@@ -1,16 +1,19 @@
 """GR00T N1.6 optimization switches. A ladder rung is a cumulative set of these options, read with the one typed
 loader (models/schema.py); the defaults are the reference's training path."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..family import DdpFlags
-from ..schema import Bounds, parse, to_plain
+from ..fp8 import Fp8Recipe
+from ..schema import Bounds, SchemaError, parse, to_plain
 from .attention import AttentionKind
 
 # none: eager; per-block: every SigLIP2 layer, LLM layer and DiT block its own compile unit.
 Compile = Literal["none", "per-block"]
+LinearKind = Literal["bf16", "fp8"]
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,20 @@ class Gr00tOptions:
     # sdpa: the plain-PyTorch stand-in for the reference's flash-attention-2; eager: materialised scores.
     attention: AttentionKind = "sdpa"
     compile: Compile = "none"
+    # fp8: torchao float8 training for the DiT blocks' large linears (a GPU with FP8 tensor cores)
+    linear: LinearKind = "bf16"
+    fp8_recipe: Fp8Recipe = "tensorwise"
+    # One CUDA graph per micro-batch shape holding forward and backward (LoongForge's per-micro-batch graphs);
+    # the optimizer step, clipping and the gradient all-reduce stay outside. Needs vl_pad (fixed shapes).
+    cuda_graphs: bool = False
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
+
+    def __post_init__(self):
+        if self.cuda_graphs and self.vl_pad is None:
+            raise SchemaError(
+                "cuda_graphs", "vl_pad set as well (a graph needs a fixed VL length, e.g. 220)", "vl_pad null"
+            )
 
     def as_dict(self) -> dict:
         return to_plain(self)

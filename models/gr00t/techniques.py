@@ -1,5 +1,7 @@
 """The optimization switches, each applied to the plain model after it is built, in a fixed order
-(lm_head, VL padding, attention kernel, compile), in the manner of torchtitan's parallelize."""
+(lm_head, VL padding, attention kernel, FP8 linears, compile), in the manner of torchtitan's parallelize. The
+`cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it (graphs.py)."""
+
 from __future__ import annotations
 
 import re
@@ -8,9 +10,32 @@ import torch
 from torch import nn
 
 from ..family import Applied
+from ..fp8 import MIN_FEATURES, apply_fp8, fp8_candidates
 from .checkpoint import reference_names
 from .model import Gr00tModel
 from .options import Gr00tOptions
+
+# FP8 goes to the DiT blocks only: the backbone is frozen and large parts of it run once per image. Inside a
+# block every projection and FeedForward GEMM qualifies by shape; the AdaLN modulation Linear runs on one
+# timestep embedding per sample (B rows), where FP8's casts cost more than its GEMM saves, and it scales every
+# block's activations, so it keeps full precision (as Pi0.5 keeps its adaRMS denses).
+FP8_SKIP = ("*.norm1.linear",)
+
+
+def fp8_linears(model: Gr00tModel, min_features: int = MIN_FEATURES) -> list[str]:
+    """The linears `linear: fp8` converts (full names), without converting anything."""
+    return ["dit.blocks." + n for n in fp8_candidates(model.dit.blocks, min_features, FP8_SKIP)]
+
+
+def apply_linear(
+    model: Gr00tModel, options: Gr00tOptions, min_features: int = MIN_FEATURES, emulate: bool = False
+) -> list[str]:
+    """torchao float8 training for the DiT blocks' large linears (`linear: fp8`); returns their full names.
+    `emulate` casts to FP8 but multiplies in high precision (CPU tests)."""
+    if options.linear != "fp8":
+        return []
+    names = apply_fp8(model.dit.blocks, options.fp8_recipe, min_features, FP8_SKIP, emulate)
+    return ["dit.blocks." + n for n in names]
 
 
 def apply_compile(model: Gr00tModel, mode: str, backend: str = "inductor") -> list[str]:
@@ -34,8 +59,9 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     model.llm.lm_head = options.lm_head
     model.vl_pad = options.vl_pad
     model.set_attention(options.attention)
+    fp8 = apply_linear(model, options)
     units = apply_compile(model, options.compile, compile_backend)
-    return Applied(compile_units=tuple(units))
+    return Applied(fp8_linears=tuple(fp8), compile_units=tuple(units))
 
 
 # transformers' Trainer (get_decay_parameter_names): no weight decay for nn.LayerNorm parameters nor for names
@@ -47,8 +73,12 @@ def weight_decay_groups(model: Gr00tModel, weight_decay: float) -> list[dict]:
     """The trainable parameters in two AdamW groups as the reference's Trainer splits them. The per-embodiment
     biases are named `b` there, so they are decayed like weights."""
     ref = reference_names(model.cfg)
-    layer_norms = {f"{m}.{p}" if m else p for m, mod in model.named_modules() if isinstance(mod, nn.LayerNorm)
-                   for p, _ in mod.named_parameters(recurse=False)}
+    layer_norms = {
+        f"{m}.{p}" if m else p
+        for m, mod in model.named_modules()
+        if isinstance(mod, nn.LayerNorm)
+        for p, _ in mod.named_parameters(recurse=False)
+    }
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

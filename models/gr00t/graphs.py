@@ -1,0 +1,183 @@
+"""Per-micro-batch CUDA graphs for the training step (the `cuda_graphs` option), as LoongForge runs GR00T N1.6
+(`per_microbatch_cuda_graph.py`: `--cuda-graph-scope per_microbatch`, 3 warm-up iterations, the VL sequence
+padded to 220, gradient sync outside the graph in coalesced 400 MB bf16 buckets).
+
+One graph holds a micro-batch's forward and backward. The step pads the VL tokens to `vl_pad`, copies the batch
+into the graph's static input buffers and replays; the optimizer step, gradient clipping and the all-reduce run
+eagerly after the replay. A graph is captured on the first batch of each distinct shape (a few eager
+forward/backward iterations on a side stream first, so lazy initialisation happens outside the capture) and
+kept: later batches of that shape only replay it.
+
+Random draws: the flow-matching noise and Beta draw are batch inputs (drawn on the host), so a replay never
+repeats them. The DiT's dropout stays inside the graph: torch's CUDA generator is graph-safe (Philox): a
+captured kernel reads its seed and offset from device memory that each replay fills from the generator's state
+at launch, and the replay advances the generator by the graph's whole consumption, so a seeded replay draws the
+masks an eager step would (see the note "CUDA Graph-safe RNG states" in ATen/cuda/CUDAGeneratorImpl.h).
+
+Gradients and data parallelism: a replay runs no Python and no autograd engine, so no autograd hook fires, not
+DDP's reducer nor the harness's bucket hooks. The capture therefore runs the unwrapped module under the
+wrapper's `no_sync()` (no collective is captured), and after each replay the step averages the gradients
+itself, in reverse-order buckets of the rung's bucket size and communication dtype. That all-reduce is exposed:
+it no longer overlaps backward. Each shape's graph owns its gradient tensors; the step points `.grad` at the
+replayed graph's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..family import DdpFlags
+from .model import pad_vl
+
+WARMUP = 3  # eager iterations before a capture (torch's documented recipe; LoongForge's default)
+
+
+@dataclass
+class Captured:
+    graph: torch.cuda.CUDAGraph
+    inputs: dict  # static input buffers, copied into before each replay
+    loss: torch.Tensor  # the graph's output
+    grads: list  # the gradient tensors the graph writes, one per trainable parameter (None if it gets none)
+
+
+def comm_settings(flags: DdpFlags | None) -> tuple[float, torch.dtype]:
+    """Bucket size (MB) and communication dtype of the out-of-graph all-reduce, from the rung's DDP flags:
+    the harness's buckets (400 MB, bf16 by default), or DDP's 25 MB with its compression hook's dtype."""
+    if flags is not None and flags.implementation == "buckets":
+        dtype = torch.float32 if flags.bucket_dtype == "fp32" else torch.bfloat16
+        return flags.bucket_cap_mb or 400.0, dtype
+    hook = flags.comm_hook if flags is not None else None
+    dtype = {"bf16_compress": torch.bfloat16, "fp16_compress": torch.float16}.get(hook, torch.float32)
+    return (flags.bucket_cap_mb if flags is not None and flags.bucket_cap_mb else 25.0), dtype
+
+
+def average_gradients(grads: list[torch.Tensor], bucket_mb: float, dtype: torch.dtype, group=None) -> None:
+    """Average gradients over the process group in place: reverse order (the order backward produced them),
+    packed into contiguous buckets of at most `bucket_mb` in `dtype`, one asynchronous all-reduce per bucket."""
+    world = dist.get_world_size(group)
+    limit = bucket_mb * 2**20 / torch.finfo(dtype).bits * 8  # elements per bucket
+    buckets, current = [], []
+    for g in reversed(grads):
+        if current and sum(t.numel() for t in current) + g.numel() > limit:
+            buckets.append(current)
+            current = []
+        current.append(g)
+    if current:
+        buckets.append(current)
+    pending = []
+    for bucket in buckets:
+        flat = torch.cat([g.reshape(-1).to(dtype) for g in bucket])
+        pending.append((dist.all_reduce(flat, group=group, async_op=True), flat, bucket))
+    for work, flat, bucket in pending:
+        work.wait()
+        flat.div_(world)
+        offset = 0
+        for g in bucket:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def _syncing(wrapper: nn.Module) -> bool:
+    """False inside the wrapper's no_sync() (torch DDP's flag, or the harness's bucketed wrapper's)."""
+    return bool(getattr(wrapper, "require_backward_grad_sync", getattr(wrapper, "_syncing", True)))
+
+
+@contextlib.contextmanager
+def _autocast_cache_off():
+    """Autocast's weight-cast cache off while capturing (make_graphed_callables requires it; every weight is
+    cast once per forward here, so the cache saved nothing)."""
+    before = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        yield
+    finally:
+        torch.set_autocast_cache_enabled(before)
+
+
+class GraphedStep:
+    """A training step that replays one CUDA graph per batch shape (see the module docstring)."""
+
+    def __init__(
+        self,
+        loss_fn,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        vl_pad: int,
+        pad_id: int,
+        flags: DdpFlags | None = None,
+        clip: float = 1.0,
+        warmup: int = WARMUP,
+    ):
+        self.loss_fn, self.optimizer, self.clip, self.warmup = loss_fn, optimizer, clip, warmup
+        self.wrapper = model
+        self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.vl_pad, self.pad_id = vl_pad, pad_id
+        self.bucket_mb, self.comm_dtype = comm_settings(flags)
+        self.graphs: dict[tuple, Captured] = {}
+        self.captures = self.replays = 0
+
+    def __call__(self, batch: dict) -> torch.Tensor:
+        loss = self.forward_backward(batch)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and _syncing(self.wrapper):
+            average_gradients([p.grad for p in self.params if p.grad is not None], self.bucket_mb, self.comm_dtype)
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.optimizer.step()
+        # no zero_grad: the next replay overwrites the graph's gradient tensors
+        return loss
+
+    def forward_backward(self, batch: dict) -> torch.Tensor:
+        """Replay (capturing first if the shape is new) and leave the gradients in `.grad`; the loss, detached."""
+        ids, mask = pad_vl(batch["input_ids"], batch["attention_mask"], self.vl_pad, self.pad_id)
+        batch = {**batch, "input_ids": ids, "attention_mask": mask}
+        for key, value in batch.items():
+            if not isinstance(value, torch.Tensor) or value.device.type != "cuda":
+                raise ValueError(
+                    f"cuda_graphs: every batch entry must be a CUDA tensor, {key!r} is "
+                    f"{value.device if isinstance(value, torch.Tensor) else type(value).__name__}"
+                )
+        shape = tuple((k, tuple(v.shape), v.dtype, v.device) for k, v in sorted(batch.items()))
+        entry = self.graphs.get(shape)
+        if entry is None:
+            entry = self.graphs[shape] = self._capture(batch)
+        else:
+            for key, value in batch.items():
+                entry.inputs[key].copy_(value)
+        entry.graph.replay()
+        self.replays += 1
+        if any(p.grad is not g for p, g in zip(self.params, entry.grads)):  # another shape's graph ran last
+            for p, g in zip(self.params, entry.grads):
+                p.grad = g
+        return entry.loss.detach().clone()  # the graph overwrites its output on the next replay
+
+    def _capture(self, batch: dict) -> Captured:
+        device = next(iter(batch.values())).device
+        inputs = {k: v.clone() for k, v in batch.items()}
+        no_sync = self.wrapper.no_sync() if self.wrapper is not self.module else contextlib.nullcontext()
+        # The warm-up draws dropout masks; fork_rng puts the generator back, so the replay below draws what an
+        # eager step would.
+        with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), no_sync, _autocast_cache_off():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self._drop_grads()
+                    self.loss_fn(self.module, inputs).backward()
+            torch.cuda.current_stream().wait_stream(side)
+            self._drop_grads()  # backward inside the capture then allocates the gradients in the graph's pool
+            graph = torch.cuda.CUDAGraph()
+            # thread_local: the async input pipeline's thread may copy the next batch to the device meanwhile
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                loss = self.loss_fn(self.module, inputs)
+                loss.backward()
+        self.captures += 1
+        return Captured(graph, inputs, loss, [p.grad for p in self.params])
+
+    def _drop_grads(self) -> None:
+        for p in self.params:
+            p.grad = None

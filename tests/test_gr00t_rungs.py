@@ -1,0 +1,253 @@
+"""GR00T N1.6 rungs beyond the model: per-micro-batch CUDA graphs (`cuda_graphs`) and FP8 DiT linears
+(`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
+installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
+
+import importlib.util
+
+import pytest
+import torch
+from torch import nn
+
+from models.gr00t import FAMILY, FULL, Gr00tModel, GraphedStep, parse_options
+from models.gr00t.graphs import average_gradients, comm_settings
+from models.gr00t.techniques import apply_linear, fp8_linears
+from models.schema import SchemaError
+
+WORKLOAD = {
+    "batch_size": 2,
+    "cameras": 2,
+    "text_tokens": 50,
+    "action_horizon": 6,
+    "lr": 1e-4,
+    "model_size": "tiny",
+    "dtype": "fp32",
+}
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+needs_torchao = pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed")
+
+
+@pytest.fixture(autouse=True)
+def keep_tf32():
+    """A bf16 build turns TF32 on (the reference's `tf32: True`); put it back for the tests after."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def build(options, device="cpu", dtype=torch.float32, seed=0, workload=WORKLOAD):
+    return FAMILY.build("tiny", parse_options(options), workload, device, dtype, seed).model
+
+
+# ----------------------------------------------------------------------------- options and targets
+
+
+def test_options_and_targets():
+    opts = parse_options({"vl_pad": 220, "cuda_graphs": True, "linear": "fp8", "fp8_recipe": "rowwise"})
+    assert (opts.cuda_graphs, opts.linear, opts.fp8_recipe) == (True, "fp8", "rowwise")
+    with pytest.raises(SchemaError, match=r"^cuda_graphs: expected vl_pad set as well .*, got vl_pad null$"):
+        parse_options({"cuda_graphs": True})
+    with pytest.raises(SchemaError, match="linear: expected one of bf16, fp8"):
+        parse_options({"linear": "int8"})
+    graphs, fp8 = parse_options({"vl_pad": 220, "cuda_graphs": True}), parse_options({"linear": "fp8"})
+    assert "CUDA device" in FAMILY.unsupported_reason(graphs, "cpu", frozenset())
+    assert "CUDA device" in FAMILY.unsupported_reason(graphs, "npu", frozenset())
+    assert FAMILY.unsupported_reason(graphs, "cuda", frozenset()) is None
+    assert "FP8" in FAMILY.unsupported_reason(fp8, "cuda", frozenset())
+    assert FAMILY.unsupported_reason(fp8, "cuda", frozenset({"fp8"})) is None
+    tol, why = FAMILY.parity_tolerance(parse_options({}), fp8, "bf16")
+    assert tol == 5e-2 and "FP8" in why
+    full = {**WORKLOAD, "model_size": "full", "batch_size": 16, "text_tokens": 92}
+    notes = FAMILY.rung_notes({"vl_pad": 220}, {"vl_pad": 220, "cuda_graphs": True}, full)
+    assert len(notes) == 1 and "CUDA graph" in notes[0]
+
+
+def test_graphed_step_needs_cuda_tensors():
+    model = build({"vl_pad": 64, "cuda_graphs": True})
+    opt = FAMILY.optimizer(model, parse_options({}), WORKLOAD, "cpu")
+    step = FAMILY.make_step(model, opt, parse_options({"vl_pad": 64, "cuda_graphs": True}))
+    assert isinstance(step, GraphedStep) and step.vl_pad == 64 and step.pad_id == model.cfg.pad_token_id
+    batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, 0)[0]
+    with pytest.raises(ValueError, match="cuda_graphs: every batch entry must be a CUDA tensor"):
+        step(batch)
+    with pytest.raises(ValueError, match="more than vl_pad=8"):
+        GraphedStep(FAMILY.loss, model, opt, 8, model.cfg.pad_token_id)(batch)
+
+
+def test_out_of_graph_all_reduce_settings():
+    from models.family import DdpFlags
+
+    assert comm_settings(None) == (25.0, torch.float32)
+    assert comm_settings(DdpFlags(implementation="buckets")) == (400.0, torch.bfloat16)
+    assert comm_settings(DdpFlags(implementation="buckets", bucket_cap_mb=100, bucket_dtype="fp32")) == (
+        100,
+        torch.float32,
+    )
+    assert comm_settings(DdpFlags(comm_hook="bf16_compress")) == (25.0, torch.bfloat16)
+
+
+def test_average_gradients_packs_and_unpacks_buckets():
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        grads = [torch.randn(5), torch.randn(3, 4), torch.randn(7)]
+        before = [g.clone() for g in grads]
+        average_gradients(grads, bucket_mb=40 / 2**20, dtype=torch.float32)  # 10 values a bucket: 3 buckets
+        assert all(torch.equal(a, b) for a, b in zip(grads, before))
+    finally:
+        dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------- FP8
+
+
+def test_fp8_selection_is_the_dit_blocks_large_linears():
+    with torch.device("meta"):
+        model = Gr00tModel(FULL)
+    chosen = fp8_linears(model)
+    per_block = ("attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out", "ff.fc1", "ff.fc2")
+    assert chosen == [f"dit.blocks.{i}.{p}" for i in range(FULL.dit.layers) for p in per_block]
+    # the AdaLN modulation (one row per sample) qualifies by shape and is skipped by name
+    assert model.dit.blocks[0].norm1.linear.in_features == 1536
+    assert not any(n.endswith("norm1.linear") for n in chosen)
+
+    # share of the DiT's linear FLOPs per sample (51 tokens, 220 VL tokens for cross-attention K/V)
+    def rows(name):
+        if ".norm1." in name:
+            return 1
+        cross = int(name.split(".")[2]) % 2 == 0 and name.endswith(("to_k", "to_v"))
+        return 220 if cross else 51
+
+    flops = {
+        n: rows(n) * m.weight.numel()
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Linear) and n.startswith("dit.blocks.")
+    }
+    assert sum(flops[n] for n in chosen) / sum(flops.values()) > 0.95
+
+
+@needs_torchao
+def test_emulated_fp8_tiny_trains_close_to_full_precision():
+    from torchao.float8.float8_linear import Float8Linear
+
+    batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, 0)[0]
+    ref = build({})
+    torch.manual_seed(1)
+    ref_loss = FAMILY.loss(ref, batch)
+    model = build({})
+    converted = apply_linear(model, parse_options({"linear": "fp8"}), min_features=16, emulate=True)
+    assert len(converted) == 6 * model.cfg.dit.layers
+    assert all(isinstance(model.get_submodule(n), Float8Linear) for n in converted)
+    torch.manual_seed(1)
+    loss = FAMILY.loss(model, batch)
+    loss.backward()
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=5e-2) and loss.item() != ref_loss.item()
+    assert all(model.get_submodule(n).weight.grad.abs().sum() > 0 for n in converted)
+
+
+# ----------------------------------------------------------------------------- GPU: the graphed step
+
+
+def cuda_pair(options, dtype=torch.float32, dropout=True, workload=WORKLOAD):
+    """The eager model and the graphed step's model, built alike (same seed), and the graphed step."""
+    eager = build({k: v for k, v in options.items() if k != "cuda_graphs"}, "cuda", dtype, workload=workload)
+    model = build(options, "cuda", dtype, workload=workload)
+    for m in (eager, model):
+        for module in m.modules():
+            if isinstance(module, nn.Dropout) and not dropout:
+                module.p = 0.0
+    opts = parse_options(options)
+    step = FAMILY.make_step(model, FAMILY.optimizer(model, opts, workload, "cuda"), opts)
+    return eager, model, step
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@needs_cuda
+@pytest.mark.parametrize("dropout", [False, True])
+def test_graphed_forward_backward_matches_eager(dropout):
+    """Same loss and gradients as eager, dropout off, and on: the replay draws the masks eager draws from the
+    same seed (graph-safe Philox state)."""
+    eager, model, step = cuda_pair({"vl_pad": 64, "cuda_graphs": True}, dropout=dropout)
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 3, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):  # prompts of different lengths: the step pads them all to 64
+        torch.manual_seed(10 + i)
+        loss = step.forward_backward(batch)
+        torch.manual_seed(10 + i)
+        ref = FAMILY.loss(eager, batch)
+        ref.backward()
+        assert torch.allclose(loss, ref.detach(), rtol=1e-5, atol=1e-7), (i, loss, ref)
+        got, want = grads(model), grads(eager)
+        assert got.keys() == want.keys()
+        for name in want:
+            assert torch.allclose(got[name], want[name], rtol=1e-4, atol=1e-6), (i, name)
+        eager.zero_grad(set_to_none=True)
+    assert (step.captures, step.replays, len(step.graphs)) == (1, 3, 1)
+
+
+@needs_cuda
+def test_graphed_training_steps_match_eager_and_reuse_the_graph():
+    eager, model, step = cuda_pair({"vl_pad": 64, "cuda_graphs": True})
+    eager_step = FAMILY.make_step(
+        eager, FAMILY.optimizer(eager, parse_options({}), WORKLOAD, "cuda"), parse_options({"vl_pad": 64})
+    )
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 4, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(i)
+        loss = step(batch)
+        torch.manual_seed(i)
+        ref = eager_step(batch)
+        assert torch.allclose(loss, ref, rtol=1e-4), (i, loss, ref)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6), name
+    assert (step.captures, step.replays) == (1, 4)
+    # a new batch shape gets its own graph; the first shape's graph is replayed again afterwards
+    small = FAMILY.make_batches("tiny", {**WORKLOAD, "batch_size": 1}, 1, "cuda", torch.float32, 0)[0]
+    step(small)
+    assert (step.captures, len(step.graphs)) == (2, 2)
+    step(batches[0])
+    assert (step.captures, step.replays) == (2, 6)
+    entry = next(e for e in step.graphs.values() if e.inputs["input_ids"].shape[0] == 2)
+    assert all(p.grad is g for p, g in zip(step.params, entry.grads))
+
+
+@needs_cuda
+def test_graphed_step_in_mixed_precision():
+    """bf16 autocast over fp32 trainable weights (the workload's precision): the graphed loss follows eager's."""
+    bf16 = {**WORKLOAD, "dtype": "bf16"}
+    eager, model, step = cuda_pair({"vl_pad": 64, "cuda_graphs": True}, torch.bfloat16, workload=bf16)
+    batch = FAMILY.make_batches("tiny", bf16, 1, "cuda", torch.bfloat16, 0)[0]
+    torch.manual_seed(0)
+    loss = step.forward_backward(batch)
+    torch.manual_seed(0)
+    ref = FAMILY.loss(eager, batch)
+    assert torch.isfinite(loss) and abs(loss - ref) / ref < 2e-2
+
+
+fp8_capable = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability(0) < (8, 9),
+    reason="FP8 needs a GPU with FP8 tensor cores",
+)
+
+
+@fp8_capable
+@needs_torchao
+@pytest.mark.parametrize("graphs", [False, True])
+def test_fp8_dit_on_the_gpu(graphs):
+    """torchao float8 (tensorwise) in the tiny DiT: the loss stays within FP8's tolerance of bf16's, eagerly and
+    inside a CUDA graph. 16 DiT tokens per sample keep every FP8 GEMM's dimensions multiples of 16."""
+    wl = {**WORKLOAD, "dtype": "bf16", "action_horizon": 15}
+    options = {"vl_pad": 64, **({"cuda_graphs": True} if graphs else {})}
+    eager, model, step = cuda_pair(options, torch.bfloat16, workload=wl)
+    converted = apply_linear(model, parse_options({"linear": "fp8"}), min_features=16)
+    assert converted
+    batch = FAMILY.make_batches("tiny", wl, 1, "cuda", torch.bfloat16, 0)[0]
+    torch.manual_seed(0)
+    ref = FAMILY.loss(eager, batch)
+    torch.manual_seed(0)
+    loss = step.forward_backward(batch) if graphs else FAMILY.loss(model, batch)
+    assert torch.isfinite(loss) and abs(loss - ref) / ref < 5e-2
