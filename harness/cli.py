@@ -183,6 +183,50 @@ def cmd_floor(args) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args) -> int:
+    import json as json_
+
+    from .hardware import capabilities
+    from .profile import profile_rung, profile_table
+    from .runner import rung_spec, unsupported_reason, with_substitutes
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
+    target, error = _resolve_target(scenario, args.target)
+    if error:
+        return _fail(error)
+    rungs = {r.name: r for r in scenario.ladder}
+    if args.rung not in rungs:
+        return _fail(f"--rung: expected a rung of {scenario.name} ({', '.join(rungs)}), got {args.rung!r}")
+    caps = capabilities(target)
+    rung, _ = with_substitutes(scenario, target, rungs[args.rung], caps)
+    reason = unsupported_reason(scenario, target, rung, caps)
+    if reason:
+        return _fail(f"{args.rung}: unsupported on {target.name}: {reason}")
+    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
+    if args.batch_size:
+        workload["batch_size"] = args.batch_size
+    result = profile_rung(rung_spec(scenario, target, rung, workload), steps=args.steps)
+    print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {workload['batch_size']}", result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json_.dumps(
+                {
+                    "scenario": scenario.name,
+                    "rung": args.rung,
+                    "target": target.name,
+                    "batch_size": workload["batch_size"],
+                    **result,
+                },
+                indent=1,
+            )
+        )
+    return EXIT_OK
+
+
 def _default_out(name: str, target: str) -> Path:
     return Path("runs") / f"{name}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"
 
@@ -365,6 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
     floor.add_argument("--out", type=Path, help="result JSON path")
     floor.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds")
     floor.set_defaults(func=cmd_floor)
+
+    prof = sub.add_parser("profile", help="where one rung's step goes: kernels, launch gaps, data wait")
+    prof.add_argument("scenario", help="scenario YAML file")
+    prof.add_argument("--rung", required=True, help="the rung to profile")
+    prof.add_argument("--target", help="target name; default: auto-detect")
+    prof.add_argument("--dataset", metavar="PATH", help="read batches from this dataset (as vlabench run)")
+    prof.add_argument(
+        "--batch-size", type=int, help="override the workload's batch size (e.g. to see launch-bound steps)"
+    )
+    prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    prof.add_argument("--out", type=Path, help="also write the profile as JSON")
+    prof.set_defaults(func=cmd_profile)
 
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")

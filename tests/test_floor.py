@@ -83,3 +83,17 @@ def test_a_family_without_a_floor_says_so():
     with pytest.raises(NotImplementedError, match="no kernel floor for x yet"):
         type("X", (ModelFamily,), {"name": "x"})().floor_ops("tiny", WORKLOAD)
     assert FAMILY.floor_ops("full", WORKLOAD)[0]
+
+
+@pytest.mark.slow
+def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
+    import json
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "p.json"
+    assert main(["profile", str(scenario), "--rung", "community", "--target", "cpu", "--steps", "2", "--out", str(out)]) == 0
+    profile = json.loads(out.read_text())
+    assert profile["steps"] == 2 and profile["wall_s"] > 0 and profile["data_wait_s"] == 0
+    assert "ms per step (median of 2)" in capsys.readouterr().out
+    assert main(["profile", str(scenario), "--rung", "nope", "--target", "cpu"]) == 2
