@@ -137,6 +137,16 @@ def _within(ours: float, f: Figure) -> bool:
     return ours <= f.point * (1 + tol) if f.metric in LOWER_IS_BETTER else ours >= f.point * (1 - tol)
 
 
+def _one_process_stand_in(result: dict, rung: str) -> str | None:
+    """For a rung recorded unsupported because it needs several processes (gradient communication: over one
+    process it is the identity), the ok rung just above it, which the next rung's gain is then measured over."""
+    names = [r["name"] for r in result["rungs"]]
+    rec = next((r for r in result["rungs"] if r["name"] == rung), None)
+    if rec is None or rec["status"] != "unsupported" or "multi-process" not in (rec.get("reason") or ""):
+        return None
+    return next((n for n in reversed(names[: names.index(rung)]) if _ok(result, n)), None)
+
+
 def judge(f: Figure, col: Column) -> Verdict:
     """The verdict of one figure against one of our results of its scenario."""
     result, ours_map = col.result, f.ours
@@ -145,11 +155,15 @@ def judge(f: Figure, col: Column) -> Verdict:
     def verdict(ours_text, v, why):
         return Verdict(f, label, ours_text, v, why)
 
-    ours_value, ours_text = None, "-"
+    ours_value, ours_text, over = None, "-", ""
     if f.metric == "speedup":
-        ours_value = speedup(result, ours_map["to_rung"], ours_map["from_rung"])
+        from_rung = ours_map["from_rung"]
+        stand_in = _one_process_stand_in(result, from_rung)
+        if stand_in:  # a gain over a multi-process rung, on one process: over the rung it would have added to
+            from_rung, over = stand_in, f"over {stand_in}, since {ours_map['from_rung']} needs several processes; "
+        ours_value = speedup(result, ours_map["to_rung"], from_rung)
         ours_text = "-" if ours_value is None else f"{ours_value:.2f}x"
-        bad = [r for r in (ours_map["from_rung"], ours_map["to_rung"]) if _ok(result, r) is None]
+        bad = [r for r in (from_rung, ours_map["to_rung"]) if _ok(result, r) is None]
     else:
         rec = _ok(result, ours_map["rung"])
         if rec is not None:
@@ -181,7 +195,7 @@ def judge(f: Figure, col: Column) -> Verdict:
                 ours_text, NOT_COMPARABLE, f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}"
             )
     ok = _within(ours_value, f)
-    why = (
+    why = over + (
         f"ours {ours_text} vs theirs {f.value_text()}, tolerance {f.tolerance} "
         f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})"
     )

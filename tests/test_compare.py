@@ -269,3 +269,28 @@ def test_an_untrained_policy_is_not_compared_with_published_success(h200):
         compare.verdicts([("e.json", trained)], [FIGURES["community-pi05-libero-spatial"]])[0].verdict
         == compare.NOT_REPRODUCED
     )
+
+
+def test_a_gain_over_a_multi_process_rung_is_taken_over_the_rung_above_it_on_one_process(h200):
+    _, result = h200
+    ladder = copy.deepcopy(result)
+    ladder["scenario"]["name"] = "gr00t-loongforge"
+    base = dict(ladder["rungs"][0], name="async-input", samples_per_s=100.0)
+    ladder["rungs"] = [
+        dict(ladder["rungs"][0], name="community", samples_per_s=90.0),
+        base,
+        {
+            "name": "overlap-grad-comm",
+            "status": "unsupported",
+            "reason": "target h200 lacks multi-process (has: compile, flex-backward, fp8)",
+        },
+        dict(ladder["rungs"][0], name="cuda-graphs", samples_per_s=147.0),
+    ]
+    (v,) = compare.verdicts([("g.json", ladder)], [FIGURES["loongforge-gr00t-cuda-graphs"]])
+    assert v.ours == "1.47x" and v.verdict == compare.REPRODUCED
+    assert v.why.startswith("over async-input, since overlap-grad-comm needs several processes")
+    ladder["rungs"][2]["reason"] = "it crashed"  # any other reason: no stand-in
+    assert (
+        compare.verdicts([("g.json", ladder)], [FIGURES["loongforge-gr00t-cuda-graphs"]])[0].verdict
+        == compare.NOT_COMPARABLE
+    )
