@@ -208,7 +208,10 @@ def cmd_profile(args) -> int:
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
     if args.batch_size:
         workload["batch_size"] = args.batch_size
-    result = profile_rung(rung_spec(scenario, target, rung, workload), steps=args.steps)
+    spec = rung_spec(scenario, target, rung, workload)
+    if args.synthetic:  # the compute alone: batches made up front on the device
+        spec = {**spec, "loader": {**spec["loader"], "kind": "synthetic"}}
+    result = profile_rung(spec, steps=args.steps)
     print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {workload['batch_size']}", result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -419,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, help="override the workload's batch size (e.g. to see launch-bound steps)"
     )
     prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    prof.add_argument("--synthetic", action="store_true", help="the compute alone: synthetic batches on the device")
     prof.add_argument("--out", type=Path, help="also write the profile as JSON")
     prof.set_defaults(func=cmd_profile)
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call for LIBERO at scale and the GR00T profile:
+#   1. where GR00T's step goes (vlabench profile, compute only): community at 16 and 32 samples, cuda-graphs at 16;
+#   2. the scripted expert over the whole libero_spatial suite (500 episodes, no rendering), one worker per core;
+#   3. the full-size Pi0.5 (random weights, CUDA-graph inference) at 16, 8, 4 and 1 env workers.
+# Carry .whl and .gl from scripts/fetch-sim-wheels.sh. Results under results/h200/ and $OUT (at most 8 files come
+# back: the results, the GR00T profiles in one JSON, one log).
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out" results/h200
+export PYTHONUNBUFFERED=1
+if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+[ -f "$vendor" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  > /tmp/pip.log 2>&1 || { tail -20 /tmp/pip.log; exit 1; }
+export PYTHONPATH=/tmp/site MUJOCO_GL=egl
+python3 -m pip install -q --no-deps --no-build-isolation -e . >> /tmp/pip.log 2>&1
+log="$out/run.log"
+assets=.whl/libero-assets-spatial-goal.tar.xz
+for args in "community --batch-size 16" "community --batch-size 32" "cuda-graphs --batch-size 16"; do
+  set -- $args
+  vlabench profile scenarios/gr00t-loongforge.yaml --target h200 --synthetic --rung $args --steps 5 \
+    --out "/tmp/gr00t-profile-$1-b$3.json" 2>&1 | grep -v "^USDT" | tee -a "$log"
+done
+python3 -c "import json, glob, sys; json.dump({p: json.load(open(p)) for p in sorted(glob.glob('/tmp/gr00t-profile-*.json'))}, sys.stdout, indent=1)" \
+  > "$out/gr00t-profiles.json"
+timeout 240 vlabench eval --suite libero_spatial --policy expert --workers "$(nproc)" --assets "$assets" \
+  --out results/h200/libero-eval-spatial-expert.json 2>&1 | tail -25 | tee -a "$log"
+cp results/h200/libero-eval-spatial-expert.json "$out/"
+for n in 16 8 4 1; do
+  case $n in 1) sel="--tasks 0,1 --trials 1" ;; 4) sel="--tasks 0,1,2,3 --trials 2" ;; *) sel="--trials 2 --tasks 0,1,2,3,4,5,6,7" ;; esac
+  result=results/h200/libero-eval-spatial-pi05-random-graphs-w$n.json
+  timeout 150 vlabench eval --suite libero_spatial $sel --policy pi05 --checkpoint random --model-size full \
+    --workers "$n" --batch-wait 0 --assets "$assets" --out "$result" 2>&1 | grep -v "^\[#\|^\[\." | tail -12 \
+    | tee -a "$log"
+  cp "$result" "$out/" 2>/dev/null
+done
