@@ -15,6 +15,11 @@ from collections import defaultdict
 import torch
 
 
+def is_annotation(name: str) -> bool:
+    """Profiler ranges recorded on the device beside the kernels: optimizer steps, record_function blocks."""
+    return "#" in name or name.startswith(("ProfilerStep", "Optimizer."))
+
+
 def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
     from .rung import build, seed_step
 
@@ -42,7 +47,9 @@ def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
     setup.feed.close()
     kernels: dict[str, list[float]] = defaultdict(list)
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
+        # device-side user annotations (e.g. "Optimizer.step#AdamW.step") span kernels: counting them too would
+        # count those kernels twice
+        if event.device_type == torch.autograd.DeviceType.CUDA and not is_annotation(event.name):
             kernels[event.name].append(event.device_time_total / 1e6)
     kernel_s = sum(sum(v) for v in kernels.values()) / steps
     wall_s = statistics.median(walls)
