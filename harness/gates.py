@@ -245,6 +245,8 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
         slowed = [r["name"] for r in result["rungs"] if r.get("test_slowdown")]
         if slowed:
             warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_SLOWDOWN ({', '.join(slowed)})")
+        if (result.get("policy") or {}).get("test_sabotage"):
+            warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_EXPERT_SABOTAGE")
     return warnings
 
 
@@ -452,6 +454,13 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
                 "rungs",
                 "a real measurement (or --force)",
                 "rungs slowed by the test-only VLABENCH_TEST_SLOWDOWN",
+            )
+        if (result.get("policy") or {}).get("test_sabotage"):
+            raise InputError(
+                str(path),
+                "policy.test_sabotage",
+                "a real measurement (or --force)",
+                "an expert sabotaged by the test-only VLABENCH_TEST_EXPERT_SABOTAGE",
             )
     dest = recorded_baseline_path(result, results_dir)
     if dest.resolve() == Path(path).resolve():

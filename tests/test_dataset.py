@@ -4,6 +4,7 @@ LeRobot's, broken datasets fail with one line naming the file, and `vlabench mak
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -284,3 +285,43 @@ def test_make_dataset_cli_writes_then_refuses_to_overwrite(tmp_path, capsys):
     assert err.count("\n") == 0 and f"{out}: expected a path where no dataset exists yet" in err
     assert main(["make-dataset", "--source", "libero", "--episodes", "1", "--out", str(tmp_path / "x")]) == 2
     assert "--source: expected synthetic (libero comes later), got 'libero'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_libero_source_writes_expert_demonstrations_from_real_renders(tmp_path):
+    """`make-dataset --source libero`: one expert episode of libero_spatial task 0, rendered by MuJoCo with the
+    test assets, read back: the task's instruction, 256x256 frames of both cameras, 8-d states, 7-d actions."""
+    from harness.eval import sim
+
+    assets = os.environ.get(sim.ASSETS_ENV)
+    if sim.missing_packages() or not assets:
+        pytest.skip("needs the sim extra and LIBERO assets (VLABENCH_LIBERO_ASSETS)")
+    out = tmp_path / "libero"
+    assert (
+        main(
+            [
+                "make-dataset",
+                "--source",
+                "libero",
+                "--policy",
+                "expert",
+                "--tasks",
+                "0",
+                "--episodes",
+                "1",
+                "--out",
+                str(out),
+                "--assets",
+                assets,
+            ]
+        )
+        == 0
+    )
+    data = LeRobotV3Dataset(out, action_horizon=4)
+    first, last = data[0], data[len(data) - 1]
+    assert len(data.meta.episodes) == 1 and 60 < len(data) < 220
+    assert first["task"].startswith("pick up the black bowl") and first["task"] == last["task"]
+    for camera in ("observation.images.image", "observation.images.wrist_image"):
+        assert first[camera].shape == (256, 256, 3) and first[camera].float().std() > 5  # a rendered scene
+    assert first["observation.state"].shape == (8,) and first["action"].shape == (4, 7)
+    assert not torch.equal(first["observation.state"], last["observation.state"])  # the arm moved

@@ -1,5 +1,6 @@
 """The evaluation machinery that needs no simulator: preprocessing, initial-state reading, normalisation,
 checkpoint metadata of both layouts, success rates and the scenario eval block."""
+
 import json
 import pickle
 
@@ -51,10 +52,13 @@ def test_init_states_are_read_without_unpickling_code(tmp_path):
 
 def test_openpi_checkpoint_metadata(tmp_path):
     (tmp_path / "assets" / "physical-intelligence" / "libero").mkdir(parents=True)
-    stats = {"state": {"q01": [0.0] * 8, "q99": [2.0] * 8, "mean": [0] * 8, "std": [1] * 8},
-             "actions": {"q01": [-1.0] * 7, "q99": [3.0] * 7, "mean": [0] * 7, "std": [1] * 7}}
+    stats = {
+        "state": {"q01": [0.0] * 8, "q99": [2.0] * 8, "mean": [0] * 8, "std": [1] * 8},
+        "actions": {"q01": [-1.0] * 7, "q99": [3.0] * 7, "mean": [0] * 7, "std": [1] * 7},
+    }
     (tmp_path / "assets" / "physical-intelligence" / "libero" / "norm_stats.json").write_text(
-        json.dumps({"norm_stats": stats}))
+        json.dumps({"norm_stats": stats})
+    )
     (tmp_path / "config.json").write_text(json.dumps({"action_horizon": 10, "paligemma_variant": "gemma_2b"}))
     meta = openpi_meta(tmp_path)
     assert (meta.layout, meta.horizon, meta.state_in_prompt, meta.state_pad) == ("openpi", 10, False, None)
@@ -64,16 +68,36 @@ def test_openpi_checkpoint_metadata(tmp_path):
 def test_lerobot_checkpoint_metadata(tmp_path):
     from safetensors.torch import save_file
 
-    save_file({"observation.state.q01": torch.zeros(8), "observation.state.q99": torch.full((8,), 2.0),
-               "action.q01": torch.full((7,), -1.0), "action.q99": torch.full((7,), 3.0)},
-              str(tmp_path / "policy_preprocessor_step_2_normalizer_processor.safetensors"))
-    (tmp_path / "policy_preprocessor.json").write_text(json.dumps({"name": "policy_preprocessor", "steps": [
-        {"registry_name": "rename_observations_processor", "config": {}},
-        {"registry_name": "normalizer_processor", "config": {"eps": 1e-8, "norm_map": {
-            "VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"}},
-         "state_file": "policy_preprocessor_step_2_normalizer_processor.safetensors"}]}))
-    (tmp_path / "config.json").write_text(json.dumps({"type": "pi05", "chunk_size": 50, "max_state_dim": 32,
-                                                      "tokenizer_max_length": 200}))
+    save_file(
+        {
+            "observation.state.q01": torch.zeros(8),
+            "observation.state.q99": torch.full((8,), 2.0),
+            "action.q01": torch.full((7,), -1.0),
+            "action.q99": torch.full((7,), 3.0),
+        },
+        str(tmp_path / "policy_preprocessor_step_2_normalizer_processor.safetensors"),
+    )
+    (tmp_path / "policy_preprocessor.json").write_text(
+        json.dumps(
+            {
+                "name": "policy_preprocessor",
+                "steps": [
+                    {"registry_name": "rename_observations_processor", "config": {}},
+                    {
+                        "registry_name": "normalizer_processor",
+                        "config": {
+                            "eps": 1e-8,
+                            "norm_map": {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"},
+                        },
+                        "state_file": "policy_preprocessor_step_2_normalizer_processor.safetensors",
+                    },
+                ],
+            }
+        )
+    )
+    (tmp_path / "config.json").write_text(
+        json.dumps({"type": "pi05", "chunk_size": 50, "max_state_dim": 32, "tokenizer_max_length": 200})
+    )
     meta = lerobot_meta(tmp_path)
     assert (meta.layout, meta.horizon, meta.state_in_prompt, meta.state_pad) == ("lerobot", 50, True, 32)
     assert np.allclose(meta.state_norm.normalize(np.ones(8)), 0.0)
@@ -81,8 +105,10 @@ def test_lerobot_checkpoint_metadata(tmp_path):
 
 
 def test_success_rates_per_suite_and_task():
-    eps = [{"suite": "libero_goal", "task": t, "trial": i, "status": s, "success": ok}
-           for t, i, s, ok in [(0, 0, "ok", True), (0, 1, "ok", False), (1, 0, "error", False), (10, 0, "ok", True)]]
+    eps = [
+        {"suite": "libero_goal", "task": t, "trial": i, "status": s, "success": ok}
+        for t, i, s, ok in [(0, 0, "ok", True), (0, 1, "ok", False), (1, 0, "error", False), (10, 0, "ok", True)]
+    ]
     rates = success_rates(eps)
     assert list(rates) == ["libero_goal", "libero_goal/0", "libero_goal/1", "libero_goal/10"]
     assert rates["libero_goal"]["successes"] == 2 and rates["libero_goal"]["trials"] == 4
@@ -103,10 +129,16 @@ def test_checkpoint_resolution_errors(monkeypatch, tmp_path):
 def test_tiny_random_policy_returns_chunks():
     policy = make_policy("pi05", "random", model_size="tiny", device="cpu")
     rng = np.random.default_rng(0)
-    obs = [{"image": rng.integers(0, 255, (224, 224, 3), dtype=np.uint8),
+    obs = [
+        {
+            "image": rng.integers(0, 255, (224, 224, 3), dtype=np.uint8),
             "wrist_image": rng.integers(0, 255, (224, 224, 3), dtype=np.uint8),
-            "state": rng.normal(size=8).astype(np.float32), "prompt": "open the drawer", "noise_seed": s}
-           for s in (1, 2, 1)]
+            "state": rng.normal(size=8).astype(np.float32),
+            "prompt": "open the drawer",
+            "noise_seed": s,
+        }
+        for s in (1, 2, 1)
+    ]
     chunks = policy.infer(obs)
     assert [c.shape for c in chunks] == [(50, 7)] * 3
     assert not np.allclose(chunks[0], chunks[1])
@@ -132,13 +164,18 @@ eval: {suite: libero_goal, tasks: [0, 2], trials: 3, checkpoint: lerobot/pi05_li
     path = tmp_path / "s.yaml"
     path.write_text(text)
     settings, options, rung = eval_block(load_scenario(path))
-    assert settings == {"suites": ["libero_goal"], "tasks": [0, 2], "trials": 3, "workers": 4,
-                        "checkpoint": "lerobot/pi05_libero"}
+    assert settings == {
+        "suites": ["libero_goal"],
+        "tasks": [0, 2],
+        "trials": 3,
+        "workers": 4,
+        "checkpoint": "lerobot/pi05_libero",
+    }
     assert rung == "sdpa" and options == {"camera_slots": 3, "attention": "sdpa"}
     assert eval_block(load_scenario(path), "base")[1] == {"camera_slots": 3}
     path.write_text(text.replace("trials: 3", "trails: 3"))
     with pytest.raises(InputError, match="eval.trails: expected a known key"):
         eval_block(load_scenario(path))
     path.write_text(text.replace("libero_goal", "libero_nope"))
-    with pytest.raises(InputError, match="eval.suite: expected a LIBERO suite"):
+    with pytest.raises(InputError, match="eval.suite: expected one of libero_spatial, libero_object"):
         eval_block(load_scenario(path))

@@ -1,6 +1,7 @@
 """LIBERO in MuJoCo on the CPU with the shared test assets (libero_spatial and libero_goal): every task builds,
 loads a stored initial state and steps; success detection is the environment's; the parallel runner runs
 the tiny Pi0.5 policy from a checkpoint file, counts a success, survives a crashed worker and resumes."""
+
 import json
 import os
 import signal
@@ -24,10 +25,14 @@ def _assets() -> str | None:
 _missing = sim.missing_packages()
 pytestmark = [
     pytest.mark.slow,  # MuJoCo scenes take seconds each to build and step on a CPU
-    pytest.mark.skipif(bool(_missing), reason="LIBERO sim tests need the sim extra (pip install -e '.[sim]'); "
-                                              f"missing: {', '.join(_missing)}"),
-    pytest.mark.skipif(_assets() is None, reason=f"LIBERO sim tests need assets: set {sim.ASSETS_ENV} to a LIBERO "
-                                                 "assets folder or archive (CI uses ../shared/libero-assets)"),
+    pytest.mark.skipif(
+        bool(_missing),
+        reason=f"LIBERO sim tests need the sim extra (pip install -e '.[sim]'); missing: {', '.join(_missing)}",
+    ),
+    pytest.mark.skipif(
+        _assets() is None,
+        reason=f"LIBERO sim tests need assets: set {sim.ASSETS_ENV} to a LIBERO assets folder or archive",
+    ),
 ]
 
 
@@ -47,7 +52,7 @@ def open_drawer(env) -> np.ndarray:
     """Drive libero_goal task 0 ("open the middle drawer of the cabinet") into its goal: the drawer joint
     set inside the cabinet's open range. Returns the simulator state."""
     inner = env.env
-    (predicate, region), = inner.parsed_problem["goal_state"]
+    ((predicate, region),) = inner.parsed_problem["goal_state"]
     assert predicate == "open"
     parent = inner.get_object(inner.object_states_dict[region].parent_name)
     low, high = parent.object_properties["articulation"]["default_open_ranges"]
@@ -118,7 +123,7 @@ def test_skipped_renders_change_no_image_and_no_state(tasks):
         for every_step in (True, False):
             rng, seen = np.random.default_rng(0), []
 
-            def get_chunk(obs):
+            def get_chunk(obs, seen=seen, rng=rng):
                 seen.append((obs["image"], obs["wrist_image"], obs["state"]))
                 return rng.uniform(-1, 1, size=(8, 7))
 
@@ -140,14 +145,37 @@ def _tiny_lerobot_checkpoint(folder: Path) -> Path:
 
     model = Pi05Model(TINY)
     init_weights(model, seed=1)
-    save_checkpoint(model, folder, "lerobot", config={"type": "pi05", "chunk_size": 10, "max_state_dim": 32,
-                                                      "tokenizer_max_length": 48})
-    save_file({"observation.state.q01": torch.full((8,), -1.0), "observation.state.q99": torch.full((8,), 1.0),
-               "action.q01": torch.full((7,), -0.1), "action.q99": torch.full((7,), 0.1)},
-              str(folder / "normalizer.safetensors"))
-    (folder / "policy_preprocessor.json").write_text(json.dumps({"steps": [
-        {"registry_name": "normalizer_processor", "state_file": "normalizer.safetensors",
-         "config": {"eps": 1e-8, "norm_map": {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"}}}]}))
+    save_checkpoint(
+        model,
+        folder,
+        "lerobot",
+        config={"type": "pi05", "chunk_size": 10, "max_state_dim": 32, "tokenizer_max_length": 48},
+    )
+    save_file(
+        {
+            "observation.state.q01": torch.full((8,), -1.0),
+            "observation.state.q99": torch.full((8,), 1.0),
+            "action.q01": torch.full((7,), -0.1),
+            "action.q99": torch.full((7,), 0.1),
+        },
+        str(folder / "normalizer.safetensors"),
+    )
+    (folder / "policy_preprocessor.json").write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {
+                        "registry_name": "normalizer_processor",
+                        "state_file": "normalizer.safetensors",
+                        "config": {
+                            "eps": 1e-8,
+                            "norm_map": {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"},
+                        },
+                    }
+                ]
+            }
+        )
+    )
     return folder
 
 
@@ -166,9 +194,20 @@ def test_parallel_runner_with_tiny_pi05_counts_a_success_and_resumes(setup, task
         env.close()
     ckpt = _tiny_lerobot_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "eval.json"
-    cfg = EvalConfig(suites=["libero_goal"], tasks=[0, 1], trials=1, policy="pi05", checkpoint=str(ckpt),
-                     workers=2, out=out, assets=_assets(), device="cpu", max_steps=8,
-                     init_states={("libero_goal", 0): goal_state[None]}, videos={(1, 0)})
+    cfg = EvalConfig(
+        suites=["libero_goal"],
+        tasks=[0, 1],
+        trials=1,
+        policy="pi05",
+        checkpoint=str(ckpt),
+        workers=2,
+        out=out,
+        assets=_assets(),
+        device="cpu",
+        max_steps=8,
+        init_states={("libero_goal", 0): goal_state[None]},
+        videos={(1, 0)},
+    )
     lines = []
     result = run_eval(cfg, ["test"], progress=lines.append)
     episodes = {e["task"]: e for e in result["episodes"]}

@@ -8,22 +8,34 @@ from pathlib import Path
 
 from .errors import DatasetError
 
-SOURCES = ("synthetic",)  # libero (rollouts of the LIBERO simulator) comes later
+SOURCES = ("synthetic", "libero")
 
 
 def add_make_dataset_arguments(p) -> None:
-    p.add_argument("--source", required=True, help="where episodes come from: synthetic (libero comes later)")
+    p.add_argument(
+        "--source",
+        required=True,
+        help="where episodes come from: synthetic (procedural frames) or libero (rollouts in the LIBERO "
+        "simulator of --policy, its successful episodes)",
+    )
     p.add_argument("--episodes", type=int, required=True, help="number of episodes to write")
     p.add_argument("--out", type=Path, required=True, help="dataset folder to create")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic episodes (default 0)")
     p.add_argument("--fps", type=int, default=10, help="frames per second (default 10, as LIBERO)")
     p.add_argument("--image-size", type=int, default=256, help="camera frames are SIZE x SIZE (default 256)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
+    p.add_argument("--policy", default="expert", help="libero: the policy that demonstrates (default: expert)")
+    p.add_argument("--suite", default="libero_spatial", help="libero: the suite (default libero_spatial)")
+    p.add_argument("--tasks", help="libero: task indices, comma-separated (default: every task the policy covers)")
+    p.add_argument("--workers", type=int, default=1, help="libero: env worker processes (default 1)")
+    p.add_argument("--assets", help="libero: LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
 
 
 def _check_args(args) -> None:
     if args.source not in SOURCES:
-        raise DatasetError("--source", None, "synthetic (libero comes later)", repr(args.source))
+        raise DatasetError("--source", None, "synthetic or libero", repr(args.source))
+    if args.source == "libero" and args.image_size != 256:
+        raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
     if args.episodes < 1:
         raise DatasetError("--episodes", None, "a positive number of episodes", str(args.episodes))
     if args.fps < 1:
@@ -40,7 +52,23 @@ def cmd_make_dataset(args) -> int:
 
     _check_args(args)
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
-    episodes = synthetic_episodes(args.episodes, seed=args.seed, image_size=args.image_size)
+    if args.source == "libero":
+        from ..eval.main import _int_list
+        from .libero_source import libero_episodes
+
+        tasks = _int_list(args.tasks, "--tasks") if args.tasks else None
+        episodes = libero_episodes(
+            args.policy,
+            args.suite,
+            tasks,
+            args.episodes,
+            args.workers,
+            args.assets,
+            args.seed,
+            progress=lambda line: print(line, flush=True),
+        )
+    else:
+        episodes = synthetic_episodes(args.episodes, seed=args.seed, image_size=args.image_size)
     last_print = [0.0]
 
     def progress(p: Progress) -> None:

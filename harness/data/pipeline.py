@@ -27,9 +27,10 @@ from torch.utils.data import DataLoader, Sampler
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE
 
+from .lerobot_format import LIBERO_CAMERAS
+
 # synthetic: batches made up front on the device from the seed (no data path); torch, async: see above
 LoaderKind = Literal["synthetic", "torch", "async"]
-LIBERO_CAMERAS = ("observation.images.image", "observation.images.wrist_image")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ The `*.pruned_init` initial-state files are numpy arrays pickled inside a torch 
 refuses them with weights-only loading; instead of turning that safety off, `read_init_states` unpickles
 them with an unpickler that can build numpy arrays and nothing else.
 """
+
 from __future__ import annotations
 
 import io
@@ -38,11 +39,18 @@ def suite_tasks(suite: str) -> list[TaskInfo]:
     tasks = []
     for i in range(bench.get_num_tasks()):
         task = bench.get_task(i)
-        tasks.append(TaskInfo(
-            suite=suite, index=i, name=task.name, language=task.language,
-            bddl_file=os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file),
-            init_states_file=os.path.join(get_libero_path("init_states"), task.problem_folder,
-                                          task.init_states_file)))
+        tasks.append(
+            TaskInfo(
+                suite=suite,
+                index=i,
+                name=task.name,
+                language=task.language,
+                bddl_file=os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file),
+                init_states_file=os.path.join(
+                    get_libero_path("init_states"), task.problem_folder, task.init_states_file
+                ),
+            )
+        )
     return tasks
 
 
@@ -50,9 +58,11 @@ def _numpy_globals() -> dict:
     import _codecs
 
     try:  # numpy 2 moved numpy.core to numpy._core (files pickled under either name load in both)
-        from numpy._core.multiarray import _reconstruct as reconstruct, scalar
+        from numpy._core.multiarray import _reconstruct as reconstruct
+        from numpy._core.multiarray import scalar
     except ImportError:
-        from numpy.core.multiarray import _reconstruct as reconstruct, scalar
+        from numpy.core.multiarray import _reconstruct as reconstruct
+        from numpy.core.multiarray import scalar
 
     allowed = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype, ("_codecs", "encode"): _codecs.encode}
     for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
@@ -70,8 +80,9 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         try:
             return self._allowed[(module, name)]
         except KeyError:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: initial-state files hold numpy "
-                                         "arrays only") from None
+            raise pickle.UnpicklingError(
+                f"refusing to load {module}.{name}: initial-state files hold numpy arrays only"
+            ) from None
 
     def persistent_load(self, pid):
         raise pickle.UnpicklingError("refusing a persistent reference (torch tensor storage) in an initial-state file")
@@ -94,11 +105,38 @@ def read_init_states(path) -> np.ndarray:
     return states
 
 
-def make_env(task: TaskInfo, resolution: int = RENDER_SIZE, seed: int = SEED):
+def make_env(task: TaskInfo, resolution: int = RENDER_SIZE, seed: int = SEED, cameras: bool = True):
     """LIBERO's offscreen environment for a task, seeded as openpi does (the seed moves objects even
-    when an initial state is loaded afterwards)."""
+    when an initial state is loaded afterwards). Without `cameras` (a policy that needs no images) it has no
+    renderer at all: same model and physics, and each reset skips creating a GL context (~1 s)."""
     from libero.libero.envs import OffScreenRenderEnv
+    from libero.libero.envs.env_wrapper import ControlEnv
 
-    env = OffScreenRenderEnv(bddl_file_name=task.bddl_file, camera_heights=resolution, camera_widths=resolution)
+    if cameras:
+        env = OffScreenRenderEnv(bddl_file_name=task.bddl_file, camera_heights=resolution, camera_widths=resolution)
+    else:
+        env = ControlEnv(
+            bddl_file_name=task.bddl_file, has_renderer=False, has_offscreen_renderer=False, use_camera_obs=False
+        )
+    env.new_property_samplers = list(env.env.object_property_initializers)  # for reset_as_new
     env.seed(seed)
     return env
+
+
+def reset_as_new(env, seed: int | None = None):
+    """Seed and reset `env` exactly as a newly built environment's first reset would be.
+
+    LIBERO appends a task's property samplers (a drawer open or closed, a stove on or off: the :init
+    predicates open/close/turnon/turnoff) at every hard reset and never drops the earlier ones. Each reset
+    draws once per sampler from numpy's generator before it places the furniture, so with the same seed the
+    N-th reset of an environment puts the cabinet and the stove a few millimetres away from where its first
+    reset does: enough to change an episode's outcome, which then depended on how many episodes the worker
+    had run before (libero_spatial task 4, the bowl in the open drawer). The list is cut back to what a new
+    environment holds; the reset rebuilds everything else (a hard reset loads a new model, robot, gripper
+    and controller)."""
+    samplers = getattr(env, "new_property_samplers", None)
+    if samplers is not None:
+        env.env.object_property_initializers[:] = samplers
+    if seed is not None:
+        env.seed(seed)
+    return env.reset()

@@ -3,6 +3,7 @@ result file current (kind "eval": `episodes` appended as they finish, `success_r
 `throughput` at the end). A scenario's `eval` block supplies defaults and the rung whose options the
 evaluated model runs with (by default the ladder's final rung).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -10,13 +11,24 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from ..errors import InputError, describe
 from ..results import ResultWriter, provenance
-from .protocol import (DUMMY_ACTION, IMAGE_SIZE, RENDER_SIZE, REPLAN_STEPS, SEED, SUITE_MAX_STEPS, TRIALS,
-                       WAIT_STEPS)
-
-EVAL_KEYS = ("suite", "suites", "tasks", "trials", "policy", "checkpoint", "workers", "rung", "seed", "model_size")
+from .policies import POLICIES, PolicyName
+from .protocol import (
+    DUMMY_ACTION,
+    IMAGE_SIZE,
+    RENDER_SIZE,
+    SEED,
+    SUITE_MAX_STEPS,
+    TRIALS,
+    WAIT_STEPS,
+    PolicyNeeds,
+    Suite,
+)
 
 
 @dataclass
@@ -45,40 +57,43 @@ class EvalConfig:
     max_steps: int | None = None  # replaces the suites' step limits: short smoke runs, not the protocol
 
 
+@dataclass(frozen=True)
+class EvalBlock:
+    """A scenario's `eval:` block, read with the one typed loader (models/schema.py)."""
+
+    suite: Suite | None = None
+    suites: Annotated[tuple[Suite, ...], AT_LEAST_ONE] | None = None
+    tasks: tuple[Annotated[int, NON_NEGATIVE], ...] | None = None
+    trials: Annotated[int, AT_LEAST_ONE] | None = None
+    policy: PolicyName | None = None
+    checkpoint: str | None = None
+    workers: Annotated[int, AT_LEAST_ONE] | None = None
+    rung: str | None = None
+    seed: Annotated[int, NON_NEGATIVE] | None = None
+    model_size: str | None = None
+
+
 def eval_block(scenario, rung_name: str | None = None) -> tuple[dict, dict, str]:
     """The scenario's eval block checked: (settings, the rung's cumulative options, rung name)."""
-    raw = scenario.eval
-    if raw is None:
+    if scenario.eval is None:
         raise InputError(scenario.path, "eval", "an eval block (suite, checkpoint, ...)", "none")
-
-    def fail(key, expected, value):
-        raise InputError(scenario.path, f"eval.{key}", expected, describe(value))
-
-    for key in raw:
-        if key not in EVAL_KEYS:
-            fail(key, "a known key (" + ", ".join(EVAL_KEYS) + ")", f"unknown key {key!r}")
-    settings = {}
-    suites = raw.get("suites", [raw["suite"]] if "suite" in raw else None)
-    if not isinstance(suites, list) or not suites or any(s not in SUITE_MAX_STEPS for s in suites):
-        fail("suite", "a LIBERO suite (" + ", ".join(SUITE_MAX_STEPS) + ")", raw.get("suites", raw.get("suite")))
-    settings["suites"] = suites
-    for key in ("trials", "workers", "seed"):
-        if key in raw:
-            if not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < (0 if key == "seed" else 1):
-                fail(key, "a positive integer" if key != "seed" else "an integer >= 0", raw[key])
-            settings[key] = raw[key]
-    if "tasks" in raw:
-        tasks = raw["tasks"]
-        if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
-                                                  for t in tasks):
-            fail("tasks", "a list of task indices", tasks)
-        settings["tasks"] = tasks
-    for key in ("policy", "checkpoint", "model_size"):
-        if key in raw:
-            if not isinstance(raw[key], str) or not raw[key]:
-                fail(key, "a non-empty string", raw[key])
-            settings[key] = raw[key]
-    name = rung_name or raw.get("rung") or scenario.ladder[-1].name
+    try:
+        block = parse(EvalBlock, scenario.eval, "eval")
+    except SchemaError as e:
+        raise InputError(scenario.path, e.key, e.expected, e.got) from None
+    if (block.suite is None) == (block.suites is None):
+        raise InputError(
+            scenario.path,
+            "eval.suite",
+            "one LIBERO suite (suite) or a list of them (suites)",
+            "both" if block.suite else "neither",
+        )
+    settings = {"suites": list(block.suites or (block.suite,))}
+    for key in ("tasks", "trials", "workers", "seed", "policy", "checkpoint", "model_size"):
+        value = getattr(block, key)
+        if value is not None:
+            settings[key] = list(value) if key == "tasks" else value
+    name = rung_name or block.rung or scenario.ladder[-1].name
     rungs = {r.name: r for r in scenario.ladder}
     if name not in rungs:
         raise InputError(scenario.path, "eval.rung", "a rung of the ladder (" + ", ".join(rungs) + ")", repr(name))
@@ -96,8 +111,12 @@ def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list]:
     before = old.get("policy") or {}
     for key in ("name", "checkpoint", "model_size"):
         if before.get(key) != policy_desc.get(key):
-            raise InputError(str(out), f"policy.{key}", f"{policy_desc.get(key)!r} (the policy evaluated now)",
-                             f"{before.get(key)!r}: use another --out")
+            raise InputError(
+                str(out),
+                f"policy.{key}",
+                f"{policy_desc.get(key)!r} (the policy evaluated now)",
+                f"{before.get(key)!r}: use another --out",
+            )
     kept = [e for e in old.get("episodes", []) if e.get("status") == "ok"]
     return kept, [old.get("provenance"), *old.get("provenance_earlier", [])]
 
@@ -115,9 +134,12 @@ def _target(policy) -> dict:
     target = detect_target()
     device = getattr(policy, "device", None)
     on_gpu = device is not None and device.type == "cuda"
-    return {"name": target.name, "backend": target.backend,
-            "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
-            "device_count": torch.cuda.device_count() if on_gpu else 1}
+    return {
+        "name": target.name,
+        "backend": target.backend,
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "device_count": torch.cuda.device_count() if on_gpu else 1,
+    }
 
 
 def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
@@ -129,12 +151,20 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
     episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
     kwargs = {}
-    if cfg.policy == "pi05":
-        kwargs = dict(device=cfg.device, dtype=cfg.dtype, model_size=cfg.model_size, tokenizer=cfg.tokenizer,
-                      seed=cfg.seed, options=cfg.options)
+    if cfg.policy in ("pi05", "gr00t"):
+        kwargs = dict(
+            device=cfg.device, dtype=cfg.dtype, model_size=cfg.model_size, tokenizer=cfg.tokenizer, seed=cfg.seed
+        )
+        if cfg.policy == "pi05":
+            kwargs["options"] = cfg.options
     t0 = time.perf_counter()
     policy = make_policy(cfg.policy, cfg.checkpoint, **kwargs)
     progress(f"policy: {cfg.policy} ready in {time.perf_counter() - t0:.1f}s")
+    warm = policy.warm_up(max(1, min(cfg.workers, len(episodes))))
+    if warm:
+        progress(f"policy: one CUDA graph per batch size up to {cfg.workers} captured in {warm:.1f}s")
+    policy.check_tasks([ep.task for ep in episodes])  # a policy for some tasks only refuses the others up front
+    needs = PolicyNeeds.of(policy)
 
     out = Path(cfg.out or default_out(cfg))
     kept, earlier = ([], [])
@@ -149,14 +179,27 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
         "scenario": cfg.scenario or {"name": f"libero-eval-{cfg.policy}", "path": None, "sha256": None},
         "target": _target(policy),
         "provenance": provenance(command),
-        "workload": {"model": cfg.policy, "suites": cfg.suites, "tasks": cfg.tasks, "trials": cfg.trials,
-                     "workers": cfg.workers, "seed": cfg.seed,
-                     "protocol": {"max_steps": {s: cfg.max_steps or SUITE_MAX_STEPS[s] for s in cfg.suites},
-                                  "wait_steps": WAIT_STEPS,
-                                  "dummy_action": list(DUMMY_ACTION), "replan_steps": REPLAN_STEPS,
-                                  "render_size": RENDER_SIZE, "image_size": IMAGE_SIZE, "rotate_180": True,
-                                  "state": "eef_pos + axis_angle + gripper_qpos",
-                                  "custom_init_states": sorted(f"{s}/{t}" for s, t in (cfg.init_states or {}))}},
+        "workload": {
+            "model": cfg.policy,
+            "suites": cfg.suites,
+            "tasks": cfg.tasks,
+            "trials": cfg.trials,
+            "workers": cfg.workers,
+            "seed": cfg.seed,
+            "protocol": {
+                "max_steps": {s: cfg.max_steps or SUITE_MAX_STEPS[s] for s in cfg.suites},
+                "wait_steps": WAIT_STEPS,
+                "dummy_action": list(DUMMY_ACTION),
+                "replan_steps": needs.replan_steps,
+                "images": needs.images,
+                "privileged": needs.privileged,
+                "render_size": RENDER_SIZE,
+                "image_size": IMAGE_SIZE,
+                "rotate_180": True,
+                "state": "eef_pos + axis_angle + gripper_qpos",
+                "custom_init_states": sorted(f"{s}/{t}" for s, t in (cfg.init_states or {})),
+            },
+        },
         "policy": policy.describe(),
         "sim": setup.as_dict(),
         "errors_count_as_failures": True,
@@ -173,16 +216,23 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
         writer.update({"episodes": records, "success_rate": success_rates(records)})
 
     video_dir = out.with_name(out.stem + "-videos") if cfg.videos else None
-    runner = EvalRunner(policy, setup.env, workers=cfg.workers, batch_wait_s=cfg.batch_wait_s,
-                        episode_timeout_s=cfg.episode_timeout_s, progress=progress, on_episode=on_episode,
-                        video_dir=video_dir)
+    runner = EvalRunner(
+        policy,
+        setup.env,
+        workers=cfg.workers,
+        batch_wait_s=cfg.batch_wait_s,
+        episode_timeout_s=cfg.episode_timeout_s,
+        progress=progress,
+        on_episode=on_episode,
+        video_dir=video_dir,
+    )
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
     progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
     start = time.perf_counter()
     try:
         new = runner.run(episodes)
     finally:
-        writer.set("throughput", throughput(records[len(kept):], time.perf_counter() - start, runner, policy))
+        writer.set("throughput", throughput(records[len(kept) :], time.perf_counter() - start, runner, policy))
     data = writer.data
     data["_new_episodes"] = len(new)
     data["_path"] = str(out)
@@ -200,6 +250,7 @@ __all__ = ["EvalConfig", "eval_block", "run_eval", "summary_table"]
 
 
 # ----------------------------------------------------------------------------- command line
+
 
 def _int_list(text: str, what: str) -> list[int]:
     try:
@@ -231,29 +282,54 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--suite", help="LIBERO suite(s), comma-separated: " + ", ".join(SUITE_MAX_STEPS))
     p.add_argument("--tasks", help="task indices, comma-separated (default: every task of the suite)")
     p.add_argument("--trials", type=int, help=f"episodes per task, from its stored initial states (default {TRIALS})")
-    p.add_argument("--policy", choices=("pi05", "noop"), help="policy (default pi05)")
-    p.add_argument("--checkpoint", help="Pi0.5 checkpoint: a folder or .safetensors file (openpi or LeRobot layout), "
-                                        "a Hugging Face Hub id (e.g. lerobot/pi05_libero), or 'random'")
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="policy (default pi05); gr00t: GR00T N1.6; expert: a scripted policy reading simulator state "
+        "(docs/expert.md); noop: holds still",
+    )
+    p.add_argument(
+        "--checkpoint",
+        help="Pi0.5 checkpoint: a folder or .safetensors file (openpi or LeRobot layout), "
+        "a Hugging Face Hub id (e.g. lerobot/pi05_libero), or 'random'",
+    )
     p.add_argument("--model-size", choices=("full", "tiny"), help="model size for --checkpoint random (default full)")
     p.add_argument("--workers", type=int, help="environment worker processes (default 1)")
     p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
     p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
-    p.add_argument("--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, "
-                                    "else LIBERO downloads them)")
-    p.add_argument("--render", choices=("egl", "osmesa"), help="MuJoCo GL backend (default: egl with a GPU or "
-                                                              "Mesa EGL, else osmesa)")
+    p.add_argument(
+        "--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, else LIBERO downloads them)"
+    )
+    p.add_argument(
+        "--render",
+        choices=("egl", "osmesa"),
+        help="MuJoCo GL backend (default: egl with a GPU or Mesa EGL, else osmesa)",
+    )
     p.add_argument("--device", help="policy device (default cuda if available, else cpu)")
     p.add_argument("--dtype", choices=("bf16", "fp32"), help="policy dtype (default bf16 on GPUs, fp32 on CPUs)")
     p.add_argument("--tokenizer", help="PaliGemma tokenizer.model (default: the checkpoint's, else the Hub's)")
     p.add_argument("--seed", type=int, help=f"environment and sampling seed (default {SEED})")
     p.add_argument("--videos", help="record episodes as videos: all, or TASK:TRIAL pairs like 0:0,3:1")
-    p.add_argument("--batch-wait", type=float, default=0.05, metavar="S",
-                   help="longest wait for more environments to join a policy batch (default 0.05 s)")
-    p.add_argument("--episode-timeout", type=float, default=1800.0, metavar="S",
-                   help="an episode running longer is recorded as error and its worker replaced (default 1800)")
+    p.add_argument(
+        "--batch-wait",
+        type=float,
+        default=0.05,
+        metavar="S",
+        help="longest wait for more environments to join a policy batch (default 0.05 s)",
+    )
+    p.add_argument(
+        "--episode-timeout",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="an episode running longer is recorded as error and its worker replaced (default 1800)",
+    )
     p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
-    p.add_argument("--scenario", help="take defaults from this scenario's eval block (the model runs with the "
-                                      "options of its final rung, or --rung)")
+    p.add_argument(
+        "--scenario",
+        help="take defaults from this scenario's eval block (the model runs with the "
+        "options of its final rung, or --rung)",
+    )
     p.add_argument("--rung", help="with --scenario: the rung whose options the model runs with")
 
 
@@ -278,13 +354,28 @@ def config_from_args(args) -> EvalConfig:
     if trials < 1 or workers < 1:
         raise InputError("--trials/--workers", None, "positive integers", f"{trials}, {workers}")
     return EvalConfig(
-        suites=suites, tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
-        trials=trials, policy=pick(args.policy, "policy", "pi05"), checkpoint=pick(args.checkpoint, "checkpoint", None),
-        workers=workers, out=args.out, resume=args.resume, assets=args.assets, renderer=args.render,
-        seed=pick(args.seed, "seed", SEED), model_size=pick(args.model_size, "model_size", "full"),
-        device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, videos=_videos(args.videos),
-        batch_wait_s=args.batch_wait, episode_timeout_s=args.episode_timeout, options=options, scenario=scenario,
-        max_steps=args.max_steps)
+        suites=suites,
+        tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
+        trials=trials,
+        policy=pick(args.policy, "policy", "pi05"),
+        checkpoint=pick(args.checkpoint, "checkpoint", None),
+        workers=workers,
+        out=args.out,
+        resume=args.resume,
+        assets=args.assets,
+        renderer=args.render,
+        seed=pick(args.seed, "seed", SEED),
+        model_size=pick(args.model_size, "model_size", "full"),
+        device=args.device,
+        dtype=args.dtype,
+        tokenizer=args.tokenizer,
+        videos=_videos(args.videos),
+        batch_wait_s=args.batch_wait,
+        episode_timeout_s=args.episode_timeout,
+        options=options,
+        scenario=scenario,
+        max_steps=args.max_steps,
+    )
 
 
 def cmd_eval(args) -> int:
@@ -301,7 +392,10 @@ def cmd_eval(args) -> int:
     print(f"\nresult: {result['_path']}")
     errors = sum(e.get("status") == "error" for e in result["episodes"])
     if errors:
-        print(f"{errors} episodes ended in an error (see failure_reason); the same command with "
-              f"--out {shlex.quote(result['_path'])} --resume runs them again", file=sys.stderr)
+        print(
+            f"{errors} episodes ended in an error (see failure_reason); the same command with "
+            f"--out {shlex.quote(result['_path'])} --resume runs them again",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -1,4 +1,4 @@
-"""The openpi LIBERO evaluation protocol (DESIGN.md "LIBERO evaluation protocol"), simulator-agnostic.
+"""The openpi LIBERO evaluation protocol (docs/libero.md), simulator-agnostic.
 
 One episode: reset, load a stored initial state, 10 steps of the dummy action for objects to settle, then
 the policy: an observation (both cameras rotated 180 degrees and resized with padding to 224, the 8-d state
@@ -6,18 +6,20 @@ and the task's instruction) goes to the policy whenever the action plan is empty
 the returned chunk are executed, then the policy is asked again. Success is the environment's done flag
 before the suite's step limit.
 """
+
 from __future__ import annotations
 
 import collections
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Literal, get_args
 
 import numpy as np
 
-SUITE_MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520,
-                   "libero_90": 400}
-SUITES = tuple(SUITE_MAX_STEPS)
+Suite = Literal["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"]
+SUITES = get_args(Suite)
+SUITE_MAX_STEPS = dict(zip(SUITES, (220, 280, 300, 520, 400)))
 WAIT_STEPS = 10
 DUMMY_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # no motion, gripper open
 REPLAN_STEPS = 5
@@ -47,7 +49,7 @@ def resize_with_pad(image: np.ndarray, size: int = IMAGE_SIZE) -> np.ndarray:
     resized = np.asarray(Image.fromarray(image).resize((new_w, new_h), resample=Image.BILINEAR))
     out = np.zeros((size, size, image.shape[2]), dtype=image.dtype)
     top, left = (size - new_h) // 2, (size - new_w) // 2
-    out[top:top + new_h, left:left + new_w] = resized
+    out[top : top + new_h, left : left + new_w] = resized
     return out
 
 
@@ -62,15 +64,37 @@ def quat_to_axis_angle(quat) -> np.ndarray:
 
 
 def state_vector(obs: dict) -> np.ndarray:
-    return np.concatenate([obs["robot0_eef_pos"], quat_to_axis_angle(obs["robot0_eef_quat"]),
-                           obs["robot0_gripper_qpos"]]).astype(np.float32)
+    return np.concatenate(
+        [obs["robot0_eef_pos"], quat_to_axis_angle(obs["robot0_eef_quat"]), obs["robot0_gripper_qpos"]]
+    ).astype(np.float32)
 
 
 def policy_observation(obs: dict, prompt: str) -> dict:
     """What the policy sees: both 224x224 camera images (uint8), the 8-d state and the instruction."""
-    return {"image": resize_with_pad(flip(obs["agentview_image"])),
-            "wrist_image": resize_with_pad(flip(obs["robot0_eye_in_hand_image"])),
-            "state": state_vector(obs), "prompt": prompt}
+    return {
+        "image": resize_with_pad(flip(obs["agentview_image"])),
+        "wrist_image": resize_with_pad(flip(obs["robot0_eye_in_hand_image"])),
+        "state": state_vector(obs),
+        "prompt": prompt,
+    }
+
+
+@dataclass(frozen=True)
+class PolicyNeeds:
+    """What a policy needs from the environment workers, declared by the policy (attributes `needs_images`,
+    `privileged`, `replan_steps`) and carried in each episode message. The defaults are the openpi protocol."""
+
+    images: bool = True  # False: the workers never render (physics-only steps, ~10x faster on a CPU)
+    privileged: bool = False  # True: observations carry `sim_state` (simulator poses; scripted experts only)
+    replan_steps: int = REPLAN_STEPS  # actions executed from each chunk before the policy is asked again
+
+    @classmethod
+    def of(cls, policy) -> PolicyNeeds:
+        return cls(
+            images=bool(getattr(policy, "needs_images", True)),
+            privileged=bool(getattr(policy, "privileged", False)),
+            replan_steps=int(getattr(policy, "replan_steps", REPLAN_STEPS)),
+        )
 
 
 @dataclass
@@ -80,6 +104,9 @@ class EpisodeOutcome:
     reason: str | None  # why it failed: "timeout" when the step limit ran out
     chunks: int = 0  # policy calls
     frames: list = field(default_factory=list)  # agentview images as the policy saw them, if recorded
+    # a demonstration, if asked for: per step both cameras (256x256, rotated as the policy sees them), the 8-d
+    # state and the action executed from it
+    demo: dict | None = None
 
 
 class _SkippableCamera:
@@ -110,47 +137,82 @@ def set_cameras(env, on: bool) -> None:
             observable._sensor.on = on
 
 
-def run_episode(env, init_state: np.ndarray, prompt: str, max_steps: int,
-                get_chunk: Callable[[dict], np.ndarray], record: bool = False,
-                render_every_step: bool = False, seed: int | None = None) -> EpisodeOutcome:
+def run_episode(
+    env,
+    init_state: np.ndarray,
+    prompt: str,
+    max_steps: int,
+    get_chunk: Callable[[dict], np.ndarray],
+    record: bool = False,
+    render_every_step: bool = False,
+    seed: int | None = None,
+    needs: PolicyNeeds = PolicyNeeds(),
+    demonstration: bool = False,
+) -> EpisodeOutcome:
     """One episode of the protocol. `get_chunk(observation)` returns an action chunk [H, 7]. Cameras render
-    only for steps whose observation is used (a re-plan or a recorded frame) unless `render_every_step`.
+    only for steps whose observation is used (a re-plan or a recorded frame) unless `render_every_step`;
+    never for a policy that needs no images (unless recorded). A privileged policy's observations carry
+    `sim_state` (harness/eval/simstate.py).
 
     `seed` reseeds the environment before its reset. LIBERO places the fixed furniture (cabinets, stoves)
     at every reset from numpy's global generator, and a stored initial state does not move it back. openpi
     seeds once per task and runs the trials in order, so its trial i sees the generator after i resets;
     seeding each episode (seed + trial) makes its scene independent of which worker runs it and when.
-    Trial 0 then matches openpi's exactly; later trials draw from the same distribution."""
-    skip = not (render_every_step or record)
+    Trial 0 then matches openpi's exactly; later trials draw from the same distribution. The reset is that of
+    a newly built environment (env.reset_as_new): nothing an earlier episode did survives it.
+
+    `demonstration` keeps every step's camera images, state and action (`outcome.demo`), for datasets."""
+    from .env import reset_as_new
+
+    skip = not (render_every_step or record or demonstration)
     set_cameras(env, True)  # an earlier episode may have left them off
-    if seed is not None:
-        env.seed(seed)
-    env.reset()
+    reset_as_new(env, seed)
     if skip:
         set_cameras(env, False)
     obs = env.set_init_state(init_state)
+    reader = None
+    if needs.privileged:
+        from .simstate import SimStateReader  # after the reset: a hard reset builds a new model
+
+        reader = SimStateReader(env)
     for i in range(WAIT_STEPS):  # done is not checked while objects settle, as in openpi
-        if skip and i == WAIT_STEPS - 1:
+        if skip and needs.images and i == WAIT_STEPS - 1:
             set_cameras(env, True)  # the last wait step's images go to the first policy call
         obs, _, _, _ = env.step(list(DUMMY_ACTION))
+
+    def observe(obs):
+        observation = (
+            policy_observation(obs, prompt) if needs.images else {"state": state_vector(obs), "prompt": prompt}
+        )
+        if reader is not None:
+            observation["sim_state"] = reader.read()
+        return observation
+
     plan: collections.deque = collections.deque()
     outcome = EpisodeOutcome(success=False, steps=0, reason="timeout")
+    demo = {"image": [], "wrist_image": [], "state": [], "action": []} if demonstration else None
     for step in range(max_steps):
-        observation = policy_observation(obs, prompt) if (not plan or record) else None
         if record:
-            outcome.frames.append(observation["image"])
+            outcome.frames.append(resize_with_pad(flip(obs["agentview_image"])))  # as the policy sees it
         if not plan:
-            chunk = np.asarray(get_chunk(observation), dtype=np.float64)
+            chunk = np.asarray(get_chunk(observe(obs)), dtype=np.float64)
             if chunk.ndim != 2 or chunk.shape[1] != ACTION_DIM or len(chunk) == 0:
                 raise ValueError(f"policy returned an action chunk of shape {chunk.shape}, expected [H, {ACTION_DIM}]")
-            plan.extend(chunk[:REPLAN_STEPS])
+            plan.extend(chunk[: needs.replan_steps])
             outcome.chunks += 1
         action = plan.popleft()
-        if skip:
+        if demo is not None:
+            demo["image"].append(flip(obs["agentview_image"]))
+            demo["wrist_image"].append(flip(obs["robot0_eye_in_hand_image"]))
+            demo["state"].append(state_vector(obs))
+            demo["action"].append(action.astype(np.float32))
+        if skip and needs.images:
             set_cameras(env, not plan)  # images are needed after this step only if the plan runs out
         obs, _, done, _ = env.step(action.tolist())
         outcome.steps = step + 1
         if done:
             outcome.success, outcome.reason = True, None
             break
+    if demo is not None:
+        outcome.demo = {key: np.stack(values) for key, values in demo.items()}
     return outcome

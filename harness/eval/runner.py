@@ -5,22 +5,23 @@ A worker that dies (crash, kill, episode timeout) costs its episode, recorded as
 Episodes that errored count as failed trials in the success rates (as openpi counts an episode that
 raised), and `--resume` runs them again; finished `ok` episodes are kept and skipped.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from ..stats import rate_summary
-from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS
+from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
 
 
 @dataclass
@@ -32,6 +33,7 @@ class EpisodeSpec:
     max_steps: int
     seed: int = SEED
     record: bool = False
+    demonstration: bool = False  # keep the episode's images, states and actions (datasets)
 
     @property
     def key(self) -> tuple:
@@ -39,14 +41,28 @@ class EpisodeSpec:
 
     def message(self) -> dict:
         # The noise seed makes an episode's sampled actions independent of batching and worker count.
-        noise_seed = (self.seed * 1_000_003 + sum(map(ord, self.suite)) * 10_007 + self.task["index"] * 101
-                      + self.trial)
-        return {"task": self.task, "init_state": self.init_state, "max_steps": self.max_steps, "seed": self.seed,
-                "episode_seed": self.seed + self.trial, "record": self.record, "noise_seed": noise_seed}
+        noise_seed = self.seed * 1_000_003 + sum(map(ord, self.suite)) * 10_007 + self.task["index"] * 101 + self.trial
+        return {
+            "task": self.task,
+            "init_state": self.init_state,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "episode_seed": self.seed + self.trial,
+            "record": self.record,
+            "demonstration": self.demonstration,
+            "noise_seed": noise_seed,
+        }
 
 
-def plan_episodes(suites: list[str], tasks: list[int] | None, trials: int, seed: int = SEED,
-                  init_states: dict | None = None, videos=None, max_steps: int | None = None) -> list[EpisodeSpec]:
+def plan_episodes(
+    suites: list[str],
+    tasks: list[int] | None,
+    trials: int,
+    seed: int = SEED,
+    init_states: dict | None = None,
+    videos=None,
+    max_steps: int | None = None,
+) -> list[EpisodeSpec]:
     """Episodes in task order; `init_states` may replace a task's stored states: {(suite, task): array};
     `max_steps` replaces the suites' step limits (short runs for tests and smoke checks, not the protocol)."""
     from .env import read_init_states, suite_tasks
@@ -66,9 +82,17 @@ def plan_episodes(suites: list[str], tasks: list[int] | None, trials: int, seed:
             if trials > len(states):
                 raise ValueError(f"--trials {trials}: {suite} task {index} has {len(states)} stored initial states")
             for trial in range(trials):
-                episodes.append(EpisodeSpec(suite, asdict(task), trial, states[trial],
-                                            max_steps or SUITE_MAX_STEPS[suite], seed,
-                                            record=_wants_video(videos, suite, index, trial)))
+                episodes.append(
+                    EpisodeSpec(
+                        suite,
+                        asdict(task),
+                        trial,
+                        states[trial],
+                        max_steps or SUITE_MAX_STEPS[suite],
+                        seed,
+                        record=_wants_video(videos, suite, index, trial),
+                    )
+                )
     return episodes
 
 
@@ -121,8 +145,9 @@ class _Slot:
 
         self.index = index
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(child, sim_env), daemon=True,
-                                   name=f"vlabench-eval-worker-{index}")
+        self.process = ctx.Process(
+            target=worker_main, args=(child, sim_env), daemon=True, name=f"vlabench-eval-worker-{index}"
+        )
         with _spawn_environ(WORKER_THREADS):
             self.process.start()
         child.close()
@@ -143,16 +168,28 @@ class _Slot:
 
 
 class EvalRunner:
-    def __init__(self, policy, sim_env: dict, workers: int = 1, batch_wait_s: float = 0.05,
-                 episode_timeout_s: float | None = 1800.0, progress: Callable[[str], None] | None = None,
-                 on_episode: Callable[[dict], None] | None = None, video_dir: Path | None = None):
+    def __init__(
+        self,
+        policy,
+        sim_env: dict,
+        workers: int = 1,
+        batch_wait_s: float = 0.05,
+        episode_timeout_s: float | None = 1800.0,
+        progress: Callable[[str], None] | None = None,
+        on_episode: Callable[[dict], None] | None = None,
+        video_dir: Path | None = None,
+        on_demonstration: Callable[[dict, EpisodeSpec, dict], None] | None = None,
+    ):
         self.policy = policy
+        self.needs = asdict(PolicyNeeds.of(policy))  # travels in every episode message
         self.sim_env = sim_env
         self.n_workers = max(1, workers)
-        self.batch_wait_s = batch_wait_s
+        # A policy whose calls cost microseconds (the scripted expert) says so: waiting to batch would only idle workers.
+        self.batch_wait_s = batch_wait_s if policy.batches else 0.0
         self.episode_timeout_s = episode_timeout_s
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.on_episode = on_episode or (lambda record: None)
+        self.on_demonstration = on_demonstration  # (record, episode, demo) of episodes asked for as demonstrations
         self.video_dir = video_dir
         self.slots: list[_Slot] = []
         self.policy_calls = 0
@@ -163,9 +200,18 @@ class EvalRunner:
 
     def _finish(self, slot: _Slot, record: dict, done: list, total: int):
         spec = slot.episode
-        record = {"suite": spec.suite, "task": spec.task["index"], "task_name": spec.task["name"],
-                  "trial": spec.trial, "worker": slot.index, **record}
+        record = {
+            "suite": spec.suite,
+            "task": spec.task["index"],
+            "task_name": spec.task["name"],
+            "trial": spec.trial,
+            "worker": slot.index,
+            **record,
+        }
         slot.episode, slot.waiting = None, None
+        demo = record.pop("demo", None)
+        if demo is not None and self.on_demonstration is not None:
+            self.on_demonstration(record, spec, demo)
         frames = record.pop("frames", None)
         if frames and self.video_dir is not None:
             outcome = "success" if record.get("success") else "failure"
@@ -178,10 +224,12 @@ class EvalRunner:
         width = 20
         filled = int(width * len(done) / max(total, 1))
         what = "success" if record.get("success") else (record.get("failure_reason") or "failure")
-        self.progress(f"[{'#' * filled}{'.' * (width - filled)}] {len(done)}/{total} "
-                      f"success {ok}/{len(done)} = {100 * ok / len(done):.1f}% | {spec.suite} task {spec.task['index']} "
-                      f"trial {spec.trial}: {what}"
-                      + (f" after {record['steps']} steps" if record.get("steps") is not None else ""))
+        self.progress(
+            f"[{'#' * filled}{'.' * (width - filled)}] {len(done)}/{total} "
+            f"success {ok}/{len(done)} = {100 * ok / len(done):.1f}% | {spec.suite} task {spec.task['index']} "
+            f"trial {spec.trial}: {what}"
+            + (f" after {record['steps']} steps" if record.get("steps") is not None else "")
+        )
 
     def _replace(self, slot: _Slot, ctx, reason: str, done: list, total: int):
         """The worker died or hung: record its episode as an error and start a fresh worker in its place."""
@@ -190,9 +238,17 @@ class EvalRunner:
             slot.process.kill()
         slot.process.join(5)
         if slot.episode is not None:
-            self._finish(slot, {"status": "error", "success": False, "steps": None,
-                                "failure_reason": f"error: {reason}" + (f" (exit code {code})" if code else "")},
-                         done, total)
+            self._finish(
+                slot,
+                {
+                    "status": "error",
+                    "success": False,
+                    "steps": None,
+                    "failure_reason": f"error: {reason}" + (f" (exit code {code})" if code else ""),
+                },
+                done,
+                total,
+            )
         slot.conn.close()
         self.slots[slot.index] = _Slot(slot.index, ctx, self.sim_env)
         self.crashes += 1
@@ -226,13 +282,16 @@ class EvalRunner:
                     if slot.episode is None and pending:
                         slot.episode, slot.started = pending.pop(0), time.monotonic()
                         try:
-                            slot.conn.send(("episode", slot.episode.message()))
+                            slot.conn.send(("episode", {**slot.episode.message(), "needs": self.needs}))
                         except (OSError, ValueError):
                             pass  # reported by its sentinel
                 busy = [s for s in self.slots if s.episode is not None]
                 waiting = [s for s in busy if s.waiting is not None]
-                if waiting and (len(waiting) == len(busy) or first_wait is None
-                                or time.monotonic() - first_wait >= self.batch_wait_s):
+                if waiting and (
+                    len(waiting) == len(busy)
+                    or first_wait is None
+                    or time.monotonic() - first_wait >= self.batch_wait_s
+                ):
                     self._flush(waiting)
                     first_wait = None
                     continue
@@ -257,8 +316,11 @@ class EvalRunner:
                         self._replace(slot, ctx, "worker process died", done, total)
                 now = time.monotonic()
                 for slot in list(self.slots):
-                    if (slot.episode is not None and self.episode_timeout_s
-                            and now - slot.started > self.episode_timeout_s):
+                    if (
+                        slot.episode is not None
+                        and self.episode_timeout_s
+                        and now - slot.started > self.episode_timeout_s
+                    ):
                         self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
                 # A setup problem (rendering, assets) fails every episode the same way: stop rather than burn them all.
                 if self.errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
@@ -273,13 +335,20 @@ class EvalRunner:
 def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -> dict:
     """Env steps/s over the run (all workers together) and the policy's latency per batched call."""
     env_steps = sum(r.get("env_steps") or 0 for r in records)
-    out = {"wall_s": wall_s, "episodes": len(records), "workers": runner.n_workers, "env_steps": env_steps,
-           "env_steps_per_s": env_steps / wall_s if wall_s > 0 else None,
-           "sim_steps_per_s_per_worker": (env_steps / sum(r.get("sim_s") or 0 for r in records)
-                                          if any(r.get("sim_s") for r in records) else None),
-           "policy_calls": runner.policy_calls,
-           "batch_size_mean": float(np.mean(runner.batch_sizes)) if runner.batch_sizes else None,
-           "policy_s_total": runner.policy_s, "worker_restarts": runner.crashes}
+    out = {
+        "wall_s": wall_s,
+        "episodes": len(records),
+        "workers": runner.n_workers,
+        "env_steps": env_steps,
+        "env_steps_per_s": env_steps / wall_s if wall_s > 0 else None,
+        "sim_steps_per_s_per_worker": (
+            env_steps / sum(r.get("sim_s") or 0 for r in records) if any(r.get("sim_s") for r in records) else None
+        ),
+        "policy_calls": runner.policy_calls,
+        "batch_size_mean": float(np.mean(runner.batch_sizes)) if runner.batch_sizes else None,
+        "policy_s_total": runner.policy_s,
+        "worker_restarts": runner.crashes,
+    }
     latencies = getattr(policy, "latencies", None)
     if latencies:
         # The first call pays one-off costs (CUDA context, cuBLAS heuristics, allocator growth): it is reported
@@ -288,15 +357,27 @@ def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -
         timed = latencies[1:] or latencies
         secs = np.array([s for _, s in timed])
         sizes = np.array([n for n, _ in timed])
-        out["policy_latency_s"] = {"median": float(np.median(secs)), "mean": float(secs.mean()),
-                                   "p10": float(np.percentile(secs, 10)), "p90": float(np.percentile(secs, 90)),
-                                   "min": float(secs.min()), "max": float(secs.max()), "calls": int(len(secs)),
-                                   "first_call": first, "warmup_calls_excluded": len(latencies) - len(timed)}
+        out["policy_latency_s"] = {
+            "median": float(np.median(secs)),
+            "mean": float(secs.mean()),
+            "p10": float(np.percentile(secs, 10)),
+            "p90": float(np.percentile(secs, 90)),
+            "min": float(secs.min()),
+            "max": float(secs.max()),
+            "calls": int(len(secs)),
+            "first_call": first,
+            "warmup_calls_excluded": len(latencies) - len(timed),
+        }
         out["policy_latency_per_chunk_s"] = float(secs.sum() / sizes.sum())
         out["policy_latency_by_batch_size"] = {  # seconds per call, by how many chunks it produced
-            str(n): {"median_s": float(np.median(secs[sizes == n])), "p10_s": float(np.percentile(secs[sizes == n], 10)),
-                     "p90_s": float(np.percentile(secs[sizes == n], 90)), "calls": int((sizes == n).sum())}
-            for n in sorted(set(sizes.tolist()))}
+            str(n): {
+                "median_s": float(np.median(secs[sizes == n])),
+                "p10_s": float(np.percentile(secs[sizes == n], 10)),
+                "p90_s": float(np.percentile(secs[sizes == n], 90)),
+                "calls": int((sizes == n).sum()),
+            }
+            for n in sorted(set(sizes.tolist()))
+        }
     return out
 
 
@@ -305,15 +386,25 @@ def write_video(frames: list, path: Path, fps: int = 10) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         import imageio.v2 as imageio
+
         imageio.mimwrite(path.with_suffix(".mp4"), frames, fps=fps)
         return path.with_suffix(".mp4")
     except Exception:
         from PIL import Image
+
         images = [Image.fromarray(f) for f in frames]
         out = path.with_suffix(".gif")
         images[0].save(out, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
         return out
 
 
-__all__ = ["EpisodeSpec", "EvalRunner", "plan_episodes", "success_rates", "throughput", "write_video",
-           "TRIALS", "WAIT_STEPS"]
+__all__ = [
+    "EpisodeSpec",
+    "EvalRunner",
+    "plan_episodes",
+    "success_rates",
+    "throughput",
+    "write_video",
+    "TRIALS",
+    "WAIT_STEPS",
+]

@@ -11,6 +11,7 @@
 
 `prepare()` sets the variables in this process; worker processes started afterwards inherit them.
 """
+
 from __future__ import annotations
 
 import ctypes.util
@@ -46,8 +47,12 @@ class SimSetup:
     env: dict  # the environment variables set for the simulator
 
     def as_dict(self) -> dict:
-        return {"renderer": self.renderer, "assets": self.assets, "assets_source": self.assets_source,
-                "libero_config": self.libero_config}
+        return {
+            "renderer": self.renderer,
+            "assets": self.assets,
+            "assets_source": self.assets_source,
+            "libero_config": self.libero_config,
+        }
 
 
 def missing_packages() -> list[str]:
@@ -57,8 +62,7 @@ def missing_packages() -> list[str]:
 def require_packages():
     missing = missing_packages()
     if missing:
-        raise SimError(f"LIBERO evaluation needs {', '.join(missing)}: install vlabench[sim] "
-                       "(pip install -e '.[sim]')")
+        raise SimError(f"LIBERO evaluation needs {', '.join(missing)}: install vlabench[sim] (pip install -e '.[sim]')")
 
 
 def cache_dir() -> Path:
@@ -97,9 +101,16 @@ def write_libero_config() -> Path:
     pkg = libero_package_dir()
     folder = cache_dir() / "libero-config"
     folder.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{key}: {value}\n" for key, value in (
-        ("benchmark_root", pkg), ("bddl_files", pkg / "bddl_files"), ("init_states", pkg / "init_files"),
-        ("datasets", cache_dir() / "libero-datasets"), ("assets", pkg / "assets")))
+    text = "".join(
+        f"{key}: {value}\n"
+        for key, value in (
+            ("benchmark_root", pkg),
+            ("bddl_files", pkg / "bddl_files"),
+            ("init_states", pkg / "init_files"),
+            ("datasets", cache_dir() / "libero-datasets"),
+            ("assets", pkg / "assets"),
+        )
+    )
     path = folder / "config.yaml"
     if not path.exists() or path.read_text() != text:
         tmp = folder / f".config.yaml.{os.getpid()}"
@@ -146,12 +157,17 @@ def _unpack(archive: Path) -> Path:
                     t.extractall(tmp, filter="data")  # no links out of the folder, no device files
                 else:  # Python without extraction filters: check the members ourselves
                     for member in t.getmembers():
-                        if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in member.name:
+                        if (
+                            not (member.isfile() or member.isdir())
+                            or member.name.startswith("/")
+                            or ".." in member.name
+                        ):
                             raise SimError(f"{archive}: refusing archive member {member.name!r}")
                     t.extractall(tmp)
         if _find_assets_dir(tmp) is None:
-            raise SimError(f"{archive}: expected an archive of LIBERO assets (folders {', '.join(ASSET_SUBDIRS)}), "
-                           "found none")
+            raise SimError(
+                f"{archive}: expected an archive of LIBERO assets (folders {', '.join(ASSET_SUBDIRS)}), found none"
+            )
         try:
             os.rename(tmp, target)
         except OSError:
@@ -176,8 +192,9 @@ def resolve_assets(assets: str | None) -> tuple[Path, str] | None:
     if path.is_file() and path.name.endswith(ARCHIVE_SUFFIXES):
         return _unpack(path.resolve()), str(path)
     what = "no such file or folder" if not path.exists() else "another kind of file"
-    raise SimError(f"LIBERO assets: expected a folder or an archive ({', '.join(ARCHIVE_SUFFIXES)}), "
-                   f"got {given!r} ({what})")
+    raise SimError(
+        f"LIBERO assets: expected a folder or an archive ({', '.join(ARCHIVE_SUFFIXES)}), got {given!r} ({what})"
+    )
 
 
 def link_assets(folder: Path) -> Path:
@@ -187,8 +204,10 @@ def link_assets(folder: Path) -> Path:
         if Path(os.readlink(link)) == folder:
             return link
     elif link.exists():
-        raise SimError(f"{link} is a real folder (assets installed with LIBERO); it cannot be replaced by "
-                       f"{folder}: remove it, or run without --assets/{ASSETS_ENV} to use it")
+        raise SimError(
+            f"{link} is a real folder (assets installed with LIBERO); it cannot be replaced by "
+            f"{folder}: remove it, or run without --assets/{ASSETS_ENV} to use it"
+        )
     tmp = link.with_name(f".assets-{os.getpid()}")
     try:
         if tmp.is_symlink():
@@ -196,8 +215,10 @@ def link_assets(folder: Path) -> Path:
         tmp.symlink_to(folder, target_is_directory=True)
         os.replace(tmp, link)  # atomic: a concurrent reader sees the old link or the new one
     except OSError as e:
-        raise SimError(f"cannot link LIBERO's assets path {link} to {folder}: {e.strerror or e} "
-                       "(the LIBERO install must be writable, e.g. a virtual environment)") from None
+        raise SimError(
+            f"cannot link LIBERO's assets path {link} to {folder}: {e.strerror or e} "
+            "(the LIBERO install must be writable, e.g. a virtual environment)"
+        ) from None
     return link
 
 
@@ -205,11 +226,14 @@ def _libero_download() -> Path:
     """LIBERO's own download of the assets (Hugging Face Hub) into its cache."""
     try:
         from libero.libero.utils.download_utils import download_assets_from_huggingface
+
         folder = Path(download_assets_from_huggingface())
     except Exception as e:  # no network, no huggingface_hub, ...: say what to do instead
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise SimError(f"no LIBERO assets: LIBERO could not download them ({reason}); pass --assets "
-                       f"FOLDER_OR_ARCHIVE or set {ASSETS_ENV}") from None
+        raise SimError(
+            f"no LIBERO assets: LIBERO could not download them ({reason}); pass --assets "
+            f"FOLDER_OR_ARCHIVE or set {ASSETS_ENV}"
+        ) from None
     found = _find_assets_dir(folder)
     if found is None:
         raise SimError(f"LIBERO's download at {folder} has no asset folders; pass --assets or set {ASSETS_ENV}")
@@ -221,9 +245,13 @@ def prepare(assets: str | None = None, renderer: str | None = None) -> SimSetup:
     require_packages()
     backend = choose_renderer(renderer)
     config = write_libero_config()
-    env = {"MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend, "LIBERO_CONFIG_PATH": str(config),
-           # robosuite caches numba kernels; keep the cache writable wherever robosuite is installed
-           "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR") or str(cache_dir() / "numba")}
+    env = {
+        "MUJOCO_GL": backend,
+        "PYOPENGL_PLATFORM": backend,
+        "LIBERO_CONFIG_PATH": str(config),
+        # robosuite caches numba kernels; keep the cache writable wherever robosuite is installed
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR") or str(cache_dir() / "numba"),
+    }
     os.environ.update(env)
     resolved = resolve_assets(assets)
     if resolved is not None:

@@ -1,0 +1,71 @@
+"""LIBERO demonstrations as dataset episodes (`vlabench make-dataset --source libero --policy expert`): a policy
+rolls out a suite's tasks in the simulator with both cameras rendering at 256x256, and each successful episode
+becomes an Episode for the writer: the two camera images as the policy sees them (rotated 180 degrees, as
+LeRobot's LIBERO datasets store them), the 8-d state and the action executed at every step, the task's
+instruction. The episodes run on the evaluation's parallel env workers; a failed one is left out."""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
+from .lerobot_format import LIBERO_CAMERAS
+from .writer import Episode
+
+
+def libero_episodes(
+    policy_name: str,
+    suite: str,
+    tasks: list[int] | None,
+    count: int,
+    workers: int,
+    assets: str | None,
+    seed: int,
+    progress: Callable[[str], None] = print,
+) -> Iterator[Episode]:
+    """`count` rollouts (over the tasks in turn, from their stored initial states), yielding the successful ones
+    as they finish."""
+    from ..eval import sim
+    from ..eval.env import suite_tasks
+    from ..eval.policies import make_policy
+    from ..eval.runner import EvalRunner, plan_episodes
+
+    setup = sim.prepare(assets)
+    chosen = tasks if tasks is not None else list(range(len(suite_tasks(suite))))
+    trials = math.ceil(count / len(chosen))
+    planned = plan_episodes([suite], chosen, trials, seed)
+    # the tasks in turn (trial 0 of every task, then trial 1, ...), so any first `count` cover them all
+    planned = sorted(planned, key=lambda ep: (ep.trial, ep.task["index"]))[:count]
+    for ep in planned:
+        ep.demonstration = True
+    policy = make_policy(policy_name)
+    policy.check_tasks([ep.task for ep in planned])
+    ready: queue.Queue = queue.Queue(maxsize=4)  # a few episodes of frames in memory at most
+    failed = []
+
+    def keep(record: dict, episode, demo: dict) -> None:
+        if record.get("status") == "ok" and record.get("success"):
+            frames = {LIBERO_CAMERAS[0]: demo["image"], LIBERO_CAMERAS[1]: demo["wrist_image"]}
+            ready.put(Episode(task=episode.task["language"], frames=frames, state=demo["state"], action=demo["action"]))
+        else:
+            failed.append(f"task {episode.task['index']} trial {episode.trial}: {record.get('failure_reason')}")
+
+    def roll_out() -> None:
+        try:
+            EvalRunner(policy, setup.env, workers=workers, progress=progress, on_demonstration=keep).run(planned)
+            ready.put(None)
+        except BaseException as exc:  # handed to the writer's side, which raises it
+            ready.put(exc)
+
+    threading.Thread(target=roll_out, name="vlabench-libero-rollouts", daemon=True).start()
+    while True:
+        item = ready.get()
+        if item is None:
+            break
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    if failed:
+        progress(f"{len(failed)} of {count} rollouts failed and were left out: " + "; ".join(failed[:5]))
