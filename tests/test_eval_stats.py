@@ -1,11 +1,13 @@
 """Wilson intervals and success-rate entries (the numbers gates compare)."""
+
 import pytest
 
 from harness.stats import rate_summary, wilson_interval
 
 
-@pytest.mark.parametrize("k, n, low, high", [(5, 10, 0.2366, 0.7634), (0, 10, 0.0, 0.2775), (49, 50, 0.8950, 0.9965),
-                                             (10, 10, 0.7225, 1.0)])
+@pytest.mark.parametrize(
+    "k, n, low, high", [(5, 10, 0.2366, 0.7634), (0, 10, 0.0, 0.2775), (49, 50, 0.8950, 0.9965), (10, 10, 0.7225, 1.0)]
+)
 def test_wilson_interval_matches_published_values(k, n, low, high):
     lo, hi = wilson_interval(k, n)
     assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
@@ -32,6 +34,7 @@ def test_eval_throughput_leaves_the_warm_up_call_out_of_the_latency_figures():
     from types import SimpleNamespace
 
     from harness.eval.runner import throughput
+
     runner = SimpleNamespace(n_workers=2, policy_calls=4, batch_sizes=[2, 2, 1, 2], policy_s=1.0, crashes=0)
     policy = SimpleNamespace(latencies=[(2, 5.0), (2, 0.10), (1, 0.06), (2, 0.12)])  # 5 s: CUDA init on call 1
     records = [{"env_steps": 30, "sim_s": 3.0}, {"env_steps": 20, "sim_s": 2.0}]

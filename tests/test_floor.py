@@ -92,7 +92,10 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO)
     out = tmp_path / "p.json"
-    assert main(["profile", str(scenario), "--rung", "community", "--target", "cpu", "--steps", "2", "--out", str(out)]) == 0
+    assert (
+        main(["profile", str(scenario), "--rung", "community", "--target", "cpu", "--steps", "2", "--out", str(out)])
+        == 0
+    )
     profile = json.loads(out.read_text())
     assert profile["steps"] == 2 and profile["wall_s"] > 0 and profile["data_wait_s"] == 0
     assert "ms per step (median of 2)" in capsys.readouterr().out

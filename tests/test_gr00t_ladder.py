@@ -1,5 +1,6 @@
 """The GR00T N1.6 ladder's CPU smoke run: the tiny model through every rung of scenarios/gr00t-loongforge.yaml on
 a small LeRobot-format dataset written here; the rungs a CPU cannot run are recorded with their reasons."""
+
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,18 @@ def test_the_gr00t_ladder_runs_on_a_cpu(tmp_path, capsys):
     dataset = tmp_path / "libero-synthetic"
     write_dataset(dataset, synthetic_episodes(3, seed=2, image_size=64, lengths=(30, 40)), fmt.libero_features(64))
     out = tmp_path / "r.json"
-    code = main(["run", str(ROOT / "scenarios/gr00t-loongforge.yaml"), "--target", "cpu", "--dataset", str(dataset),
-                 "--out", str(out)])
+    code = main(
+        [
+            "run",
+            str(ROOT / "scenarios/gr00t-loongforge.yaml"),
+            "--target",
+            "cpu",
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     rungs = {r["name"]: r for r in load_result(out)["rungs"]}
     assert [r["status"] for r in rungs.values()] == ["ok", "ok", "unsupported", "unsupported", "ok", "unsupported"]
