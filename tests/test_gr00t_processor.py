@@ -13,12 +13,13 @@ from models.gr00t.batch import make_batches
 from models.gr00t.processor import (
     QWEN_SPECIAL,
     Gr00tProcessor,
-    MinMax,
     checkpoint_processing,
     load_tokenizer,
     make_processor,
+    min_max,
     special_ids,
 )
+from models.normalize import Normalizer
 from models.tokenizers import StandInTokenizer
 
 CAMERAS = ("observation.images.image", "observation.images.wrist_image")
@@ -97,17 +98,17 @@ def test_special_ids_and_the_stand_in_vocabulary():
 
 
 def test_min_max_normalisation_as_n16():
-    norm = MinMax.from_stats({"min": [0.0, 1.0, -1.0], "max": [2.0, 1.0, 1.0]}, "state")
+    norm = min_max({"min": [0.0, 1.0, -1.0], "max": [2.0, 1.0, 1.0]}, "state")
     x = np.array([[1.0, 5.0, 3.0], [0.0, 1.0, -1.0]])
     assert np.allclose(norm.normalize(x), [[0.0, 0.0, 1.0], [-1.0, 0.0, -1.0]])  # constant dim 0, clipped
     assert np.allclose(norm.unnormalize(np.array([[2.0, 0.5, 0.0]])), [[2.0, 1.0, 0.0]])  # clipped first
     y = np.array([[0.3, 1.0, -0.2]])
     assert np.allclose(norm.unnormalize(norm.normalize(y))[:, [0, 2]], y[:, [0, 2]])
-    q = MinMax.from_stats({"q01": [0.0], "q99": [4.0], "min": [-9.0], "max": [9.0]}, "a", percentiles=True)
+    q = min_max({"q01": [0.0], "q99": [4.0], "min": [-9.0], "max": [9.0]}, "a", percentiles=True)
     assert q.normalize(np.array([1.0])) == pytest.approx(-0.5)
-    with pytest.raises(ValueError, match="action: min/max normalisation needs min, max, the statistics have mean"):
-        MinMax.from_stats({"mean": [0.0]}, "action")
-    assert MinMax().mode == "identity" and np.array_equal(MinMax().normalize(x), x)
+    with pytest.raises(ValueError, match="action: min_max normalisation needs min, max, the statistics have mean"):
+        min_max({"mean": [0.0]}, "action")
+    assert Normalizer().mode == "identity" and np.array_equal(Normalizer().normalize(x), x)
 
 
 def test_images_letterboxed_resized_and_normalised():
@@ -152,7 +153,7 @@ def test_training_batch_is_what_the_model_consumes():
 
 
 def test_missing_statistics_are_one_line():
-    with pytest.raises(ValueError, match="observation.state: min/max normalisation needs min, max"):
+    with pytest.raises(ValueError, match="observation.state: min_max normalisation needs min, max"):
         FAMILY.data_processor("tiny", WORKLOAD, {"action": STATS["action"]}, None)
 
 

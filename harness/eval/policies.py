@@ -219,6 +219,23 @@ def resolve_checkpoint(spec: str) -> Path:
     raise PolicyError(f"checkpoint {spec!r}: no such file or folder (and not a Hub id like lerobot/pi05_libero)")
 
 
+def device_and_dtype(device: str | None, dtype: str | None) -> tuple[torch.device, torch.dtype]:
+    """The policy's device (a GPU when there is one) and dtype (bf16 on a GPU, fp32 on a CPU, unless given)."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    default = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    return dev, {"bf16": torch.bfloat16, "fp32": torch.float32, None: default}[dtype]
+
+
+def random_model(model_class, sizes: dict, size: str, device: torch.device, init_weights, seed: int):
+    """Random weights, for throughput runs and tests: no files needed."""
+    if size not in sizes:
+        raise PolicyError(f"--model-size: expected one of {', '.join(sizes)}, got {size!r}")
+    with torch.device(device):
+        model = model_class(sizes[size])
+    init_weights(model, seed)
+    return model
+
+
 class Pi05Policy(Policy):
     """Our Pi0.5 model's `sample_actions` on batched LIBERO observations."""
 
@@ -239,18 +256,11 @@ class Pi05Policy(Policy):
         from models.pi05.checkpoint import CheckpointError, load_pi05
         from models.pi05.inference import GraphedSampler
 
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, None: None}[dtype] or (
-            torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        )
+        self.device, self.dtype = device_and_dtype(device, dtype)
         self.seed = seed
         self.checkpoint = checkpoint
         if checkpoint == "random":  # random weights: for throughput runs and tests, no files needed
-            if model_size not in SIZES:
-                raise PolicyError(f"--model-size: expected one of {', '.join(SIZES)}, got {model_size!r}")
-            with torch.device(self.device):
-                model = Pi05Model(SIZES[model_size])
-            init_weights(model, seed)
+            model = random_model(Pi05Model, SIZES, model_size, self.device, init_weights, seed)
             self.model_size, folder = model_size, None
             self.meta = CheckpointMeta(layout="random", state_pad=32)
         else:
@@ -388,17 +398,10 @@ class Gr00tPolicy(Policy):
         from models.gr00t.checkpoint import CheckpointError, load_gr00t
         from models.gr00t.processor import CheckpointProcessing, checkpoint_processing, make_processor
 
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, None: None}[dtype] or (
-            torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        )
+        self.device, self.dtype = device_and_dtype(device, dtype)
         self.checkpoint = checkpoint
         if checkpoint == "random":  # random weights: for throughput runs and tests, no files needed
-            if model_size not in SIZES:
-                raise PolicyError(f"--model-size: expected one of {', '.join(SIZES)}, got {model_size!r}")
-            with torch.device(self.device):
-                model = Gr00tModel(SIZES[model_size])
-            init_weights(model, seed)
+            model = random_model(Gr00tModel, SIZES, model_size, self.device, init_weights, seed)
             self.model_size, folder, self.meta = model_size, None, CheckpointProcessing()
         else:
             path = resolve_checkpoint(checkpoint)

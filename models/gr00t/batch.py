@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import batches
 from .config import Gr00tConfig
 
 TEMPLATE_HEAD = 15
@@ -62,7 +63,7 @@ def sample_beta(n: int, gen: torch.Generator, alpha: float = 1.5, beta: float = 
     """u ~ Beta(alpha, 1): its CDF is x ** alpha, so u = U ** (1 / alpha) for U ~ U(0, 1)."""
     if beta != 1.0:
         raise ValueError("only Beta(alpha, 1) is drawn by inverse CDF here (N1.6 uses Beta(1.5, 1))")
-    return (torch.rand(n, generator=gen, dtype=torch.float64) ** (1.0 / alpha)).float()
+    return batches.beta_draw(n, gen, alpha).float()
 
 
 def make_batch(
@@ -109,28 +110,13 @@ def make_batch(
 def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
     """Floating inputs in the model's input dtype (the reference casts them to its first parameter's dtype:
     bf16), except the Beta draw, which the model casts itself."""
-    out = {}
-    for key, value in batch.items():
-        if value.is_floating_point() and key != "beta_sample":
-            value = value.to(dtype)
-        out[key] = value.to(device, non_blocking=True)
-    return out
+    return batches.to_device(batch, device, dtype, keep=("beta_sample",))
 
 
 def make_batches(cfg: Gr00tConfig, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
-    gen = torch.Generator().manual_seed(seed)
-    return [
-        to_device(
-            make_batch(
-                cfg,
-                workload["batch_size"],
-                workload["cameras"],
-                workload["text_tokens"],
-                workload["action_horizon"],
-                gen,
-            ),
-            device,
-            dtype,
+    def one(gen):
+        return make_batch(
+            cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"], workload["action_horizon"], gen
         )
-        for _ in range(n)
-    ]
+
+    return batches.seeded_batches(one, n, device, dtype, seed, keep=("beta_sample",))

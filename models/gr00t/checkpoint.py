@@ -16,11 +16,12 @@ Only safetensors files are read: a pickle can run code, a safetensors file canno
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
 
+from .. import checkpoints
+from ..checkpoints import CheckpointError
 from .config import SIZES, Gr00tConfig
 
 _VISION = "backbone.model.vision_model.vision_model"
@@ -30,10 +31,6 @@ EMBED_KEY = f"{_LLM}.model.embed_tokens.weight"
 LM_HEAD_KEY = f"{_LLM}.lm_head.weight"
 POOLING_HEAD_PREFIX = f"{_VISION}.head."
 MASK_TOKEN_KEY = "action_head.mask_token"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file and what is wrong."""
 
 
 def _layer_rules() -> list[tuple[str, str, str]]:
@@ -157,51 +154,16 @@ def to_reference_state_dict(state: dict[str, torch.Tensor], cfg: Gr00tConfig) ->
 
 
 def infer_size(shapes: dict[str, tuple], source: str = "checkpoint") -> str:
-    """Which of our sizes (full, tiny) has exactly these parameter shapes (our names)."""
+    """Which of our sizes has exactly these parameter shapes (our names)."""
     from .model import Gr00tModel
 
-    for size, cfg in SIZES.items():
-        with torch.device("meta"):
-            expected = {k: tuple(v.shape) for k, v in Gr00tModel(cfg).state_dict().items()}
-        if expected == shapes:
-            return size
-    raise CheckpointError(f"{source}: parameter shapes match no GR00T N1.6 size ({', '.join(SIZES)})")
-
-
-def _safetensors_files(path: Path) -> list[Path]:
-    if path.is_file():
-        if path.suffix != ".safetensors":
-            raise CheckpointError(f"{path}: expected a .safetensors file (pickled checkpoints are not loaded)")
-        return [path]
-    single = path / "model.safetensors"
-    if single.is_file():
-        return [single]
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        missing = [s for s in shards if not (path / s).is_file()]
-        if missing:
-            raise CheckpointError(f"{path}: the index names {len(missing)} shard(s) that are absent ({missing[0]})")
-        return [path / s for s in shards]
-    pickles = [p.name for p in path.glob("*") if re.search(r"\.(bin|pt|pth|ckpt|pkl)$", p.name)]
-    hint = f" (found {', '.join(pickles)}: pickled weights are not loaded)" if pickles else ""
-    raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json{hint}")
+    return checkpoints.infer_size(Gr00tModel, SIZES, shapes, "GR00T N1.6", source)
 
 
 def read_checkpoint(path) -> dict[str, torch.Tensor]:
     """Read a checkpoint folder (single file or shards with their index) or one .safetensors file, our names."""
-    from safetensors.torch import load_file
-
     path = Path(path)
-    tensors = {}
-    for file in _safetensors_files(path):
-        try:
-            tensors.update(load_file(str(file)))
-        except Exception as e:  # a truncated or foreign file: safetensors raises its own error types
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise CheckpointError(f"{file}: not a readable safetensors file ({reason})") from None
-    if not tensors:
-        raise CheckpointError(f"{path}: the safetensors file holds no tensors")
+    tensors = checkpoints.read_tensors(path)
     error = None
     for cfg in SIZES.values():  # the sizes differ in layer counts: a size's names fit its checkpoints only
         try:

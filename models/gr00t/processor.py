@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..normalize import Normalizer
 from ..tokenizers import StandInTokenizer, Tokenizer
 from .batch import LIBERO_PANDA, sample_beta
 from .config import Gr00tConfig
@@ -101,48 +102,10 @@ def load_tokenizer(spec: str | None, cfg: Gr00tConfig) -> Tokenizer:
     return JsonTokenizer(path)
 
 
-@dataclass
-class MinMax:
-    """N1.6's min/max normalisation of one feature to [-1, 1] (`normalize_values_minmax` and its inverse);
-    `low`/`high` None is the identity (a checkpoint without statistics)."""
-
-    low: np.ndarray | None = None
-    high: np.ndarray | None = None
-    clip: bool = True
-
-    @property
-    def mode(self) -> str:
-        return "identity" if self.low is None else "min_max"
-
-    @classmethod
-    def from_stats(cls, stats: dict, what: str, percentiles: bool = False, clip: bool = True) -> MinMax:
-        """From a feature's statistics ({min, max}, or {q01, q99} with `percentiles`); ValueError naming what
-        is missing."""
-        keys = ("q01", "q99") if percentiles else ("min", "max")
-        missing = [k for k in keys if k not in stats]
-        if missing:
-            raise ValueError(
-                f"{what}: min/max normalisation needs {', '.join(keys)}, the statistics have "
-                f"{', '.join(sorted(stats)) or 'none'}"
-            )
-        low, high = (np.asarray(stats[k], dtype=np.float64).reshape(-1) for k in keys)
-        return cls(low, high, clip)
-
-    def normalize(self, x: np.ndarray) -> np.ndarray:
-        if self.low is None:
-            return x
-        n = x.shape[-1]
-        low, high = self.low[:n], self.high[:n]
-        varies = ~np.isclose(high, low)  # a constant dimension normalises to 0, as the reference's mask does
-        out = np.zeros_like(x, dtype=np.float64)
-        out[..., varies] = 2 * (x[..., varies] - low[varies]) / (high[varies] - low[varies]) - 1
-        return np.clip(out, -1.0, 1.0) if self.clip else out
-
-    def unnormalize(self, y: np.ndarray) -> np.ndarray:
-        if self.low is None:
-            return y
-        n = y.shape[-1]
-        return (np.clip(y, -1.0, 1.0) + 1.0) / 2.0 * (self.high[:n] - self.low[:n]) + self.low[:n]
+def min_max(stats: dict, what: str, percentiles: bool = False, clip: bool = True) -> Normalizer:
+    """N1.6's min/max normalisation of one feature to [-1, 1] (`normalize_values_minmax` and its inverse), from
+    {min, max}, or {q01, q99} with `percentiles`; ValueError naming what is missing."""
+    return Normalizer.from_stats("min_max", stats, what=what, keys=("q01", "q99") if percentiles else None, clip=clip)
 
 
 @dataclass
@@ -152,8 +115,8 @@ class Gr00tProcessor:
     image_size: int = 224
     state_dim: int = 128  # the model's padded state and action widths
     action_dim: int = 128
-    state_norm: MinMax = field(default_factory=MinMax)
-    action_norm: MinMax = field(default_factory=MinMax)
+    state_norm: Normalizer = field(default_factory=Normalizer)
+    action_norm: Normalizer = field(default_factory=Normalizer)
     embodiment_id: int = LIBERO_PANDA
     formalize: bool = True
     beta: tuple[float, float] = (1.5, 1.0)  # the flow-time draw u ~ Beta(alpha, beta)
@@ -315,7 +278,7 @@ def make_processor(
     (`observation.state` and `action` need min and max); stats None means no normalisation (identity)."""
     norms = {}
     for key in ("observation.state", "action"):
-        norms[key] = MinMax() if stats is None else MinMax.from_stats(stats.get(key, {}), key, percentiles, clip)
+        norms[key] = Normalizer() if stats is None else min_max(stats.get(key, {}), key, percentiles, clip)
     h = cfg.head
     return Gr00tProcessor(
         load_tokenizer(tokenizer, cfg),
@@ -340,8 +303,8 @@ class CheckpointProcessing:
     """What an Isaac-GR00T checkpoint folder says about inference besides its weights (the processor's
     `save_pretrained` files): statistics.json, processor_config.json, embodiment_id.json, config.json."""
 
-    state_norm: MinMax = field(default_factory=MinMax)
-    action_norm: MinMax = field(default_factory=MinMax)
+    state_norm: Normalizer = field(default_factory=Normalizer)
+    action_norm: Normalizer = field(default_factory=Normalizer)
     horizon: int | None = None  # the model's chunk (config.json action_horizon)
     steps: int | None = None  # the action steps the processor decodes (the modality's delta_indices)
     embodiment_id: int = LIBERO_PANDA
@@ -355,7 +318,7 @@ def _json(path: Path) -> dict:
         raise ValueError(f"{path}: unreadable JSON ({e})") from None
 
 
-def _groups(stats: dict, what: str, percentiles: bool, clip: bool) -> MinMax:
+def _groups(stats: dict, what: str, percentiles: bool, clip: bool) -> Normalizer:
     """A modality's per-group statistics ({x: {min: [..]}, ...}) concatenated in LIBERO's group order."""
     missing = [g for g in LIBERO_GROUPS if g not in stats]
     if missing:
@@ -366,7 +329,7 @@ def _groups(stats: dict, what: str, percentiles: bool, clip: bool) -> MinMax:
         for k in keys
         if all(k in stats[g] for g in LIBERO_GROUPS)
     }
-    return MinMax.from_stats(merged, what, percentiles, clip)
+    return min_max(merged, what, percentiles, clip)
 
 
 def checkpoint_processing(folder: Path, tag: str = "libero_panda") -> CheckpointProcessing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import batches
 from .config import Pi05Config
 
 # LIBERO prompts in the Pi0.5 format ("Task: ..., State: <8 discretised values>;\nAction: ") take
@@ -14,8 +15,7 @@ PROMPT_TOKENS = (48, 80)
 
 def sample_flow_time(n: int, gen: torch.Generator) -> torch.Tensor:
     """t = Beta(1.5, 1) * 0.999 + 0.001. Beta(a, 1) is u ** (1 / a) for u ~ U(0, 1)."""
-    u = torch.rand(n, generator=gen, dtype=torch.float64)
-    return (u ** (1.0 / 1.5) * 0.999 + 0.001).float()
+    return (batches.beta_draw(n, gen, 1.5) * 0.999 + 0.001).float()
 
 
 def make_batch(
@@ -41,28 +41,13 @@ def make_batch(
 
 def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
     """Floating tensors go to the model dtype, except the flow time which stays fp32."""
-    out = {}
-    for key, value in batch.items():
-        if value.is_floating_point() and key != "time":
-            value = value.to(dtype)
-        out[key] = value.to(device, non_blocking=True)
-    return out
+    return batches.to_device(batch, device, dtype, keep=("time",))
 
 
 def make_batches(cfg: Pi05Config, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
-    gen = torch.Generator().manual_seed(seed)
-    return [
-        to_device(
-            make_batch(
-                cfg,
-                workload["batch_size"],
-                workload["cameras"],
-                workload["text_tokens"],
-                workload["action_horizon"],
-                gen,
-            ),
-            device,
-            dtype,
+    def one(gen):
+        return make_batch(
+            cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"], workload["action_horizon"], gen
         )
-        for _ in range(n)
-    ]
+
+    return batches.seeded_batches(one, n, device, dtype, seed, keep=("time",))

@@ -15,11 +15,12 @@ such as fused projections are applied after the weights are in.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
 
+from .. import checkpoints
+from ..checkpoints import CheckpointError
 from .config import SIZES, Pi05Config
 
 LAYOUTS = ("openpi", "lerobot")
@@ -38,10 +39,6 @@ _OLD_NAMES = (
     (f"{_PALI}.vision_tower.", f"{_PALI}.model.vision_tower."),
     (f"{_PALI}.multi_modal_projector.", f"{_PALI}.model.multi_modal_projector."),
 )
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file and what is wrong."""
 
 
 def _layer_rules() -> list[tuple[str, str]]:
@@ -165,44 +162,16 @@ def to_reference_state_dict(state: dict[str, torch.Tensor], cfg: Pi05Config, lay
 
 
 def infer_size(shapes: dict[str, tuple], source: str = "checkpoint") -> str:
-    """Which of our model sizes (full, tiny) has exactly these parameter shapes (our names)."""
+    """Which of our sizes has exactly these parameter shapes (our names)."""
     from .model import Pi05Model
 
-    for size, cfg in SIZES.items():
-        with torch.device("meta"):
-            expected = {k: tuple(v.shape) for k, v in Pi05Model(cfg).state_dict().items()}
-        if expected == shapes:
-            return size
-    raise CheckpointError(f"{source}: parameter shapes match no Pi0.5 size ({', '.join(SIZES)})")
-
-
-def _safetensors_files(path: Path) -> list[Path]:
-    if path.is_file():
-        if path.suffix != ".safetensors":
-            raise CheckpointError(f"{path}: expected a .safetensors file (pickled checkpoints are not loaded)")
-        return [path]
-    single = path / "model.safetensors"
-    if single.is_file():
-        return [single]
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [path / s for s in shards]
-    pickles = [p.name for p in path.glob("*") if re.search(r"\.(bin|pt|pth|ckpt|pkl)$", p.name)]
-    hint = f" (found {', '.join(pickles)}: pickled weights are not loaded)" if pickles else ""
-    raise CheckpointError(f"{path}: no model.safetensors{hint}")
+    return checkpoints.infer_size(Pi05Model, SIZES, shapes, "Pi0.5", source)
 
 
 def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], str]:
     """Read a checkpoint folder (or .safetensors file): (our-named state dict, layout)."""
-    from safetensors.torch import load_file
-
     path = Path(path)
-    tensors = {}
-    for file in _safetensors_files(path):
-        tensors.update(load_file(str(file)))
-    if not tensors:
-        raise CheckpointError(f"{path}: the safetensors file holds no tensors")
+    tensors = checkpoints.read_tensors(path)
     # The sizes differ in layer counts, so the names of one size fit a checkpoint of that size only.
     error = None
     for cfg in SIZES.values():
