@@ -202,20 +202,20 @@ def judge(f: Figure, col: Column) -> Verdict:
     return verdict(ours_text, REPRODUCED if ok else NOT_REPRODUCED, why)
 
 
-def _untrained_policy(result: dict) -> str | None:
-    """Why an evaluation says nothing about a published policy's success: a stand-in policy, random
-    weights or the tiny model (the `policy` that `vlabench eval` records)."""
+def _untrained_policy(result: dict, model: str | None) -> str | None:
+    """Why an evaluation says nothing about a published policy's success: another policy than the figure's
+    `model`, random weights or the tiny model (the `policy` that `vlabench eval` records)."""
     policy = result.get("policy")
     if not policy:
         return None
     if (
-        policy.get("name") != "pi05"
+        (model is not None and policy.get("name") != model)
         or policy.get("checkpoint") in (None, "random")
         or policy.get("model_size") == "tiny"
     ):
         return (
             f"the evaluated policy is {policy.get('name')} ({policy.get('checkpoint') or 'no'} weights, "
-            f"{policy.get('model_size', '-')} model), not a trained Pi0.5"
+            f"{policy.get('model_size', '-')} model), not a trained {model or 'model'}"
         )
     return None
 
@@ -235,7 +235,7 @@ def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
         theirs, tol = f.point, f.tolerance.value if f.tolerance.points else f.point * f.tolerance.value
         ours = f"{100 * k / n:.1f}% ({k}/{n}, 95% {100 * low:.1f}-{100 * high:.1f})"
         label = f"{result['target']['name']} ({path.rsplit('/', 1)[-1]})"
-        untrained = _untrained_policy(result)
+        untrained = _untrained_policy(result, f.ours.get("policy"))
         if untrained:
             verdicts.append(Verdict(f, label, ours, NOT_COMPARABLE, untrained))
         elif 100 * k / n >= theirs - tol:

@@ -117,6 +117,7 @@ class Ours:
     to_rung: str | None = None
     rung: str | None = None
     suite: str | None = None
+    policy: str | None = None  # success rates: the model family whose trained policy the figure is about
     min_device_count: Annotated[int, AT_LEAST_ONE] | None = None
 
 

@@ -166,6 +166,12 @@ class ModelFamily:
         """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
         raise NotImplementedError
 
+    def eval_policy(self, checkpoint: str, **kwargs):
+        """The family's policy for closed-loop evaluation (a models.policy.EvalPolicy): `checkpoint` a path, a
+        Hub id or 'random'; keyword arguments device, dtype, model_size, tokenizer, seed, action_dim, and the
+        family's own (e.g. options)."""
+        raise NotImplementedError(f"no evaluation policy for {self.name}")
+
     def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
         """Every forward GEMM (models.floor.Gemm) and attention call (models.floor.Attention) of a training step,
         for the kernel floor; backward is derived from them."""

@@ -10,9 +10,11 @@ import torch
 
 from harness.errors import InputError
 from harness.eval.env import read_init_states
-from harness.eval.policies import PolicyError, lerobot_meta, make_policy, openpi_meta, resolve_checkpoint
+from harness.eval.policies import PolicyError, make_policy
 from harness.eval.protocol import flip, quat_to_axis_angle, resize_with_pad
 from harness.eval.runner import success_rates
+from models.pi05.policy import lerobot_meta, openpi_meta
+from models.policy import resolve_checkpoint
 
 
 def test_images_are_rotated_and_resized_with_padding():

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from ..errors import InputError, describe
 from ..results import ResultWriter, provenance
-from .policies import POLICIES, PolicyName
+from .policies import POLICIES
 from .protocol import (
     DUMMY_ACTION,
     IMAGE_SIZE,
@@ -36,7 +37,7 @@ class EvalConfig:
     suites: list[str]
     tasks: list[int] | None = None
     trials: int = TRIALS
-    policy: str = "pi05"
+    policy: str = next(iter(models.FAMILIES))  # the first registered family
     checkpoint: str | None = None
     workers: int = 1
     out: Path | None = None
@@ -65,7 +66,7 @@ class EvalBlock:
     suites: Annotated[tuple[Suite, ...], AT_LEAST_ONE] | None = None
     tasks: tuple[Annotated[int, NON_NEGATIVE], ...] | None = None
     trials: Annotated[int, AT_LEAST_ONE] | None = None
-    policy: PolicyName | None = None
+    policy: str | None = None  # checked against POLICIES by make_policy
     checkpoint: str | None = None
     workers: Annotated[int, AT_LEAST_ONE] | None = None
     rung: str | None = None
@@ -151,11 +152,11 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
     episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
     kwargs = {}
-    if cfg.policy in ("pi05", "gr00t"):
+    if cfg.policy in models.FAMILIES:
         kwargs = dict(
             device=cfg.device, dtype=cfg.dtype, model_size=cfg.model_size, tokenizer=cfg.tokenizer, seed=cfg.seed
         )
-        if cfg.policy == "pi05":
+        if cfg.options is not None:  # a scenario's rung options, for the families that take them
             kwargs["options"] = cfg.options
     t0 = time.perf_counter()
     policy = make_policy(cfg.policy, cfg.checkpoint, **kwargs)
@@ -285,8 +286,8 @@ def add_eval_arguments(p) -> None:
     p.add_argument(
         "--policy",
         choices=POLICIES,
-        help="policy (default pi05); gr00t: GR00T N1.6; expert: a scripted policy reading simulator state "
-        "(docs/expert.md); noop: holds still",
+        help="policy: a model family's (default: the first, " + next(iter(models.FAMILIES)) + "), expert (a "
+        "scripted policy reading simulator state, docs/expert.md) or noop (holds still)",
     )
     p.add_argument(
         "--checkpoint",
@@ -357,7 +358,7 @@ def config_from_args(args) -> EvalConfig:
         suites=suites,
         tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
         trials=trials,
-        policy=pick(args.policy, "policy", "pi05"),
+        policy=pick(args.policy, "policy", next(iter(models.FAMILIES))),
         checkpoint=pick(args.checkpoint, "checkpoint", None),
         workers=workers,
         out=args.out,

@@ -129,6 +129,11 @@ class Gr00tFamily(ModelFamily):
         tokenizer.json, or a stand-in of its vocabulary."""
         return make_processor(SIZES[size], stats, tokenizer)
 
+    def eval_policy(self, checkpoint: str, **kwargs):
+        from .policy import Gr00tPolicy
+
+        return Gr00tPolicy(checkpoint, **kwargs)
+
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
 

@@ -147,6 +147,11 @@ class Pi05Family(ModelFamily):
             action_dim=cfg.action_dim,
         )
 
+    def eval_policy(self, checkpoint: str, **kwargs):
+        from .policy import Pi05Policy
+
+        return Pi05Policy(checkpoint, **kwargs)
+
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
 

@@ -1,0 +1,88 @@
+"""Policies for closed-loop evaluation (`vlabench eval`), as model families provide them: the interface the
+evaluation runner drives, and what every learned-model policy needs (its device and dtype, random weights for
+throughput runs, a checkpoint from a path or the Hugging Face Hub).
+
+A policy takes a batch of observations (each: `image` and `wrist_image` uint8 224x224x3, `state` float32 [8],
+`prompt` str, `noise_seed` int) and returns one action chunk [H, 7] per observation. The runner batches the
+observations of every environment waiting for a chunk into one `infer` call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HUB_PATTERNS = ["*.safetensors", "*.json", "assets/**", "*.model"]
+
+
+class PolicyError(RuntimeError):
+    """A policy that cannot be built (bad checkpoint, missing tokenizer, ...), in one line."""
+
+
+class EvalPolicy:
+    name = "policy"
+    # What the policy needs from the environment workers (sent with each episode): the defaults are the openpi
+    # protocol; a scripted policy reading simulator state (the harness's LIBERO expert) differs.
+    needs_images = True  # False: the workers never render
+    privileged = False  # True: each observation carries `sim_state` (simulator poses and the task's goal)
+    replan_steps = 5  # actions executed from each chunk before the next observation (the openpi protocol's 5)
+    batches = True  # False: a call costs next to nothing, the runner sends each observation without waiting
+
+    def infer(self, observations: list[dict]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def warm_up(self, max_batch: int) -> float:
+        """One-off set-up before the episodes (e.g. capturing graphs for every batch size); returns seconds."""
+        return 0.0
+
+    def check_tasks(self, tasks: list[dict]) -> None:
+        """Refuse, in one line and before anything runs, tasks the policy cannot do (a scripted policy)."""
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+
+def resolve_checkpoint(spec: str) -> Path:
+    """A local file or folder, else a Hugging Face Hub id downloaded (safetensors, JSON, stats, tokenizer)."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", spec):
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(spec, allow_patterns=HUB_PATTERNS))
+        except Exception as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise PolicyError(
+                f"checkpoint {spec!r}: not a local path, and downloading it from the Hugging Face Hub failed ({reason})"
+            ) from None
+    raise PolicyError(f"checkpoint {spec!r}: no such file or folder (and not a Hub id like lerobot/pi05_libero)")
+
+
+def device_and_dtype(device: str | None, dtype: str | None) -> tuple[torch.device, torch.dtype]:
+    """The policy's device (a GPU when there is one) and dtype (bf16 on a GPU, fp32 on a CPU, unless given)."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    default = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    return dev, {"bf16": torch.bfloat16, "fp32": torch.float32, None: default}[dtype]
+
+
+def random_model(model_class, sizes: dict, size: str, device: torch.device, init_weights, seed: int):
+    """Random weights, for throughput runs and tests: no files needed."""
+    if size not in sizes:
+        raise PolicyError(f"--model-size: expected one of {', '.join(sizes)}, got {size!r}")
+    with torch.device(device):
+        model = model_class(sizes[size])
+    init_weights(model, seed)
+    return model
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PolicyError(f"{path}: unreadable JSON ({e})") from None
