@@ -325,3 +325,11 @@ def test_libero_source_writes_expert_demonstrations_from_real_renders(tmp_path):
         assert first[camera].shape == (256, 256, 3) and first[camera].float().std() > 5  # a rendered scene
     assert first["observation.state"].shape == (8,) and first["action"].shape == (4, 7)
     assert not torch.equal(first["observation.state"], last["observation.state"])  # the arm moved
+
+
+def test_writing_videos_leaves_the_process_scheduling_alone(tmp_path):
+    """SVT-AV1 switched the thread opening an encoder to real-time SCHED_FIFO when run as root; every process
+    started afterwards inherited it (a busy loop then starved a measurement on its CPU). Writing gives it back."""
+    before = os.sched_getscheduler(0)
+    write_dataset(tmp_path / "d", synthetic_episodes(1, seed=3, image_size=32, lengths=(4, 5)), fmt.libero_features(32))
+    assert os.sched_getscheduler(0) == before

@@ -187,7 +187,12 @@ class BatchSource:
                 except queue.Empty:
                     pass
                 self._thread.join(timeout=0.1)
-        del self._raw  # ends the worker processes
+        # End the worker processes now, not whenever the iterator is collected: a persistent worker left behind
+        # outlives the rung process (torch's iterator has no public way to do this)
+        shutdown = getattr(self._raw, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        del self._raw
 
 
 __all__ = [

@@ -24,8 +24,30 @@ from .lerobot_format import VideoEncoding
 os.environ.setdefault("SVT_LOG", "1")
 
 
+@contextlib.contextmanager
+def own_scheduling():
+    """Run a block and give the calling thread its scheduling policy back afterwards. SVT-AV1, run as root,
+    switches the thread that opens an encoder to real-time SCHED_FIFO at priority 99 (seen with PyAV 18 here),
+    and every process that thread starts afterwards inherits it: a busy loop started then never yields its CPU,
+    and a measurement on that CPU would hang."""
+    if not hasattr(os, "sched_getscheduler"):  # not Linux: nothing to keep
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
+
+
 def encode_episode(frames, fps: int, encoding: VideoEncoding) -> bytes:
     """The frames (uint8 [H, W, 3] each) as an MP4 in memory."""
+    with own_scheduling():
+        return _encode(frames, fps, encoding)
+
+
+def _encode(frames, fps: int, encoding: VideoEncoding) -> bytes:
     first = np.asarray(frames[0])
     height, width = first.shape[:2]
     buf = io.BytesIO()
