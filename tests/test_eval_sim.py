@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.eval import sim
+from models.policy import EvalPolicy as Policy
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_ASSETS = REPO.parent / "shared" / "libero-assets" / "libero-assets-spatial-goal.tar.xz"
@@ -229,7 +230,7 @@ def test_parallel_runner_with_tiny_pi05_counts_a_success_and_resumes(setup, task
     assert again["provenance_earlier"]
 
 
-class _KillOneWorker:
+class _KillOneWorker(Policy):
     """A no-op policy that kills one worker process (SIGKILL) when first asked for actions."""
 
     name = "noop"
