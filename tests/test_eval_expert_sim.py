@@ -63,6 +63,7 @@ def expert_episode(env, task, trial: int, seen: list | None = None):
     return outcome, env.get_sim_state().copy()
 
 
+@pytest.mark.slow  # MuJoCo scenes take seconds to build
 def test_expert_runs_physics_only_on_privileged_state(spatial):
     from harness.eval.env import make_env
 
@@ -100,6 +101,7 @@ def _furniture_after_reset(env, task, trial: int, reset) -> tuple[np.ndarray, np
     return fixtures, env.get_sim_state().copy()
 
 
+@pytest.mark.slow  # MuJoCo scenes take seconds to build
 def test_reset_as_new_places_the_furniture_as_a_new_environment_does(spatial):
     """LIBERO keeps appending the drawer's open/close sampler at every reset: the same seed then places the
     cabinet elsewhere on an environment's later resets. reset_as_new undoes that."""

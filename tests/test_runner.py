@@ -37,6 +37,7 @@ def ladder_result(tmp_path_factory):
     return result, out, lines
 
 
+@pytest.mark.slow  # four rung processes (the module's ladder)
 def test_failing_rung_is_recorded_and_the_ladder_goes_on(ladder_result):
     result, _, lines = ladder_result
     status = {r["name"]: r["status"] for r in result["rungs"]}
@@ -47,6 +48,7 @@ def test_failing_rung_is_recorded_and_the_ladder_goes_on(ladder_result):
     assert any("step 2/2" in line for line in lines)  # progress streamed from the rung process
 
 
+@pytest.mark.slow  # four rung processes (the module's ladder)
 def test_result_file_round_trips_and_matches_contract(ladder_result):
     result, out, _ = ladder_result
     loaded = load_result(out)
@@ -63,6 +65,7 @@ def test_result_file_round_trips_and_matches_contract(ladder_result):
     assert ok["peak_memory_gib"] > 0 and ok["mfu"] is None  # the cpu target has no published peak
 
 
+@pytest.mark.slow  # four rung processes (the module's ladder)
 def test_pruning_keeps_the_loss_exactly_in_fp32(ladder_result):
     result, _, _ = ladder_result
     prune = result["rungs"][3]
@@ -71,6 +74,7 @@ def test_pruning_keeps_the_loss_exactly_in_fp32(ladder_result):
     assert prune["speedup_vs_previous"] == pytest.approx(prune["samples_per_s"] / result["rungs"][0]["samples_per_s"])
 
 
+@pytest.mark.slow  # four rung processes (the module's ladder)
 def test_append_replaces_a_rung_and_keeps_the_others(ladder_result, tmp_path):
     result, out, _ = ladder_result
     copy = tmp_path / "r.json"
