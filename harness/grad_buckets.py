@@ -6,6 +6,10 @@ backward. When backward ends, every bucket is waited for, averaged and copied ba
 
 Used in place of DistributedDataParallel (same `no_sync()` for measuring exposed communication), through the
 rung option `ddp: {implementation: buckets, bucket_cap_mb: 400, bucket_dtype: bf16}`.
+
+Given an event factory (the device's timing events), each synchronised backward also records when each bucket
+was launched and when backward's last gradient arrived and when every bucket was back: `timings()` turns that
+into how early each bucket's all-reduce started and how long the step waited for communication after backward.
 """
 
 from __future__ import annotations
@@ -52,9 +56,14 @@ class _Bucket:
 
 
 class BucketedDataParallel(nn.Module):
-    def __init__(self, module: nn.Module, bucket_mb: float = 400.0, dtype: str = "bf16", process_group=None):
+    def __init__(
+        self, module: nn.Module, bucket_mb: float = 400.0, dtype: str = "bf16", process_group=None, event=None
+    ):
         super().__init__()
         self.module = module
+        self._event = event  # a factory of recordable timing events, or None: no timing
+        self._steps: list[tuple[list, object, object]] = []  # (launch per bucket, backward end, all averaged)
+        self._launched: list = []
         self.group = process_group
         self.world = dist.get_world_size(process_group)
         comm = COMM_DTYPES[dtype]
@@ -101,11 +110,20 @@ class BucketedDataParallel(nn.Module):
         if bucket.ready == len(bucket.params):
             self._launch(bucket)
 
+    def _record(self):
+        if self._event is None:
+            return None
+        event = self._event()
+        event.record()
+        return event
+
     def _launch(self, bucket: _Bucket) -> None:
+        self._launched.append((self.buckets.index(bucket), self._record()))
         bucket.pack()
         bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
 
     def _finish(self) -> None:
+        backward_end = self._record()
         for bucket in self.buckets:
             if bucket.work is None:  # some of its parameters got no gradient this step
                 self._launch(bucket)
@@ -114,6 +132,25 @@ class BucketedDataParallel(nn.Module):
             bucket.unpack(self.world)
             bucket.work, bucket.ready = None, 0
         self._pending = False
+        if self._event is not None:
+            launches = [event for _, event in sorted(self._launched, key=lambda item: item[0])]
+            self._steps.append((launches, backward_end, self._record()))
+        self._launched = []
+
+    def reset_timings(self) -> None:
+        self._steps = []
+
+    def timings(self, elapsed_s) -> dict:
+        """Per synchronised backward since the last reset (`elapsed_s(start, end)` reads two events): each
+        bucket's lead (how long before backward's end its all-reduce was launched; 0 for a bucket launched only
+        when backward ended) and the tail (from backward's end until every bucket was averaged back: the part
+        of the communication that the step waited for)."""
+        return {
+            "bucket_lead_ms": [
+                [max(0.0, 1000 * elapsed_s(launch, end)) for launch in launches] for launches, end, _ in self._steps
+            ],
+            "comm_tail_ms": [1000 * elapsed_s(end, done) for _, end, done in self._steps],
+        }
 
     def bucket_sizes_mb(self) -> list[float]:
         return [b.buffer.numel() * b.buffer.element_size() / 2**20 for b in self.buckets]

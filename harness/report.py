@@ -58,6 +58,14 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                     f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
                     f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)"
                 )
+            if r.get("bucket_sizes_mb"):
+                n.append(
+                    f"{len(r['bucket_sizes_mb'])} buckets of "
+                    + "/".join(f"{mb:.0f}" for mb in r["bucket_sizes_mb"])
+                    + " MB launched "
+                    + "/".join(f"{ms:.0f}" for ms in r["bucket_lead_ms"])
+                    + f" ms before backward's end; waited {r['comm_tail_ms']:.0f} ms after it"
+                )
             if floor_note(r, result):
                 n.append(floor_note(r, result))
             if r.get("data_wait_ms") is not None:

@@ -44,7 +44,7 @@ def seed_step(seed: int, step: int) -> None:
     torch.manual_seed(seed * 100_003 + step)
 
 
-def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device) -> torch.nn.Module:
+def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device: Device) -> torch.nn.Module:
     """DistributedDataParallel with the rung's flags (plus its gradient compression hook). Without a launcher
     (torchrun sets the env) this is a one-process group, which still runs DDP's bucketing, hooks and
     all-reduce calls."""
@@ -58,7 +58,9 @@ def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device) 
     if flags.implementation == "buckets":
         if dist.get_world_size() == 1:
             return model  # averaging over one process is the identity: nothing to wrap, nothing to overlap
-        return BucketedDataParallel(model, flags.bucket_cap_mb or 400.0, flags.bucket_dtype or "bf16")
+        return BucketedDataParallel(
+            model, flags.bucket_cap_mb or 400.0, flags.bucket_dtype or "bf16", event=device.event
+        )
     kwargs = flags.as_dict()
     hook = kwargs.pop("comm_hook", None)
     device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]
@@ -117,7 +119,7 @@ def build(spec: dict, steps: int) -> RungSetup:
     if flags is not None:
         family.prepare_for_ddp(built, flags)
         model = wrap_ddp(model, flags, built.applied, device)
-    optimizer = family.optimizer(model, options, workload, spec["backend"])
+    optimizer = family.optimizer(built.model, options, workload, spec["backend"])  # the parameters, unwrapped
     data = workload.get("data", "synthetic")
     if feed_kind(data, spec.get("loader")) == "synthetic":
         # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
@@ -161,6 +163,21 @@ def data_wait(waits: list[float], step_times: list[float], feed) -> dict:
     return out
 
 
+def bucket_record(wrapper: BucketedDataParallel, ranks: list[dict]) -> dict:
+    """The bucketed all-reduce's timing over the timed steps: each bucket's size and median lead (how long
+    before backward's end its all-reduce started, on rank 0), and the median tail (from backward's end until
+    every bucket was averaged back, the slowest rank per step)."""
+    leads = ranks[0]["bucket_lead_ms"]
+    tails = [max(r["comm_tail_ms"][i] for r in ranks) for i in range(min(len(r["comm_tail_ms"]) for r in ranks))]
+    return {
+        "bucket_sizes_mb": wrapper.bucket_sizes_mb(),
+        "bucket_lead_ms": [statistics.median(step[b] for step in leads) for b in range(len(wrapper.buckets))]
+        if leads
+        else [],
+        "comm_tail_ms": statistics.median(tails) if tails else None,
+    }
+
+
 def measure(spec: dict) -> dict:
     """Run warm-up and timed steps; returns the measured fields of the rung record."""
     workload = spec["workload"]
@@ -187,6 +204,9 @@ def measure(spec: dict) -> dict:
     for _ in range(PROBES_AROUND):
         probe.sample("before")
     device.reset_peak_memory()
+    buckets = setup.model if isinstance(setup.model, BucketedDataParallel) else None
+    if buckets is not None:
+        buckets.reset_timings()  # the timed steps' buckets only
     step_times, losses, waits = [], [], []
     for i in range(timed):
         seed_step(workload["seed"], warmup + i)
@@ -210,6 +230,7 @@ def measure(spec: dict) -> dict:
         probe.sample("after")
     ctx = context_from_env()
     distributed = {}
+    bucket_timings = buckets.timings(device.elapsed_s) if buckets is not None else None
     if ctx.distributed:
         # Exposed communication: the same steps with DDP's gradient all-reduce switched off (no_sync),
         # in this process on this batch; what the all-reduce adds to the step is what overlap left exposed.
@@ -223,7 +244,14 @@ def measure(spec: dict) -> dict:
             device.synchronize()
             nosync.append(device.elapsed_s(start, end))
         ranks = gather(
-            {"step_times_s": step_times, "losses": [float(x) for x in losses], "peak": peak, "nosync_s": nosync}, ctx
+            {
+                "step_times_s": step_times,
+                "losses": [float(x) for x in losses],
+                "peak": peak,
+                "nosync_s": nosync,
+                "buckets": bucket_timings,
+            },
+            ctx,
         )
         # a data-parallel step ends when its slowest rank ends; the global loss is the mean over shards
         step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
@@ -236,6 +264,8 @@ def measure(spec: dict) -> dict:
             "nosync_step_time_s": nosync_s,
             "exposed_comm_s": statistics.median(step_times) - nosync_s,
         }
+        if bucket_timings is not None:
+            distributed.update(bucket_record(buckets, [r["buckets"] for r in ranks]))
 
     record_data = data_wait(waits, step_times, setup.feed)
     setup.feed.close()

@@ -139,7 +139,8 @@ class ModelFamily:
         return []
 
     def optimizer(self, model: nn.Module, options, workload: dict, backend: str) -> torch.optim.Optimizer:
-        """The reference training path's optimizer over the trainable parameters."""
+        """The reference training path's optimizer over the trainable parameters of `model` (the family's own
+        module, never a DDP wrapper: parameter names are the family's)."""
         raise NotImplementedError
 
     def make_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, options) -> Step:

@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
-# One device call: the GR00T N1.6 ladder on the H200 (scenarios/gr00t-loongforge.yaml, full model, 16 samples per
-# step, on a LIBERO-shaped dataset written on the machine), the GPU-only tests first, and Pi0.5's kernel floor.
-# Carry .whl/ with the PyAV and torchao wheels (the machine has pyarrow and torch 2.11):
+# One device call: the GR00T N1.6 ladder on H200s (scenarios/gr00t-loongforge.yaml, full model, 16 samples per
+# device, on a LIBERO-shaped dataset written on the machine), the GPU-only GR00T tests first.
+#   NPROC=2 on a machine of two H200s: the data-parallel ladder (results/h200/gr00t-loongforge-ddp2.json)
+#   TESTS=0 skips the tests; RUNGS=a,b measures only those rungs (appended to the result)
+# Writes the result straight under $OUT, so the rungs finished before a time limit come back.
+# Carry .whl-gr00t/ with the PyAV and torchao wheels (the machine has pyarrow and torch 2.11):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_28_x86_64 -d .whl av==18.1.0 torchao==0.16.0
+#     --platform manylinux_2_28_x86_64 -d .whl-gr00t av==18.1.0 torchao==0.16.0
 set -uo pipefail
 out=${OUT:-/tmp/out}
-mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+nproc=${NPROC:-1}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if ls .whl-gr00t/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl-gr00t/*.whl
   export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py tests/test_pi05_inference.py 2>&1 \
-  | tail -15 | tee "$out/gpu-tests.log"
+nvidia-smi topo -m >> "$out/gpu.txt" 2>&1
+if [ "${TESTS:-1}" = 1 ]; then
+  python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py 2>&1 | tail -15 | tee "$out/gpu-tests.log"
+fi
 dataset=/tmp/datasets/libero-synthetic
-vlabench make-dataset --source synthetic --episodes "${EPISODES:-60}" --out "$dataset" --overwrite 2>&1 | tail -2
-vlabench run scenarios/gr00t-loongforge.yaml --target h200 --dataset "$dataset" --out results/h200/gr00t-loongforge.json \
-  --rung-timeout "${RUNG_TIMEOUT:-200}" 2>&1 | tee "$out/gr00t.log" | grep -v "^    step\|^    warm-up"
-cp results/h200/gr00t-loongforge.json "$out/"
-vlabench floor scenarios/pi05-loongforge.yaml --target h200 --out results/h200/pi05-loongforge-floor.json \
-  --timeout 200 2>&1 | tee "$out/floor.log"
-cp results/h200/pi05-loongforge-floor.json "$out/"
+[ -f "$dataset/meta/info.json" ] || vlabench make-dataset --source synthetic --episodes "${EPISODES:-60}" \
+  --out "$dataset" --overwrite 2>&1 | tail -2
+name=gr00t-loongforge$([ "$nproc" -gt 1 ] && echo "-ddp$nproc")
+args=(--target h200 --dataset "$dataset" --out "$out/$name.json" --rung-timeout "${RUNG_TIMEOUT:-240}")
+[ "$nproc" -gt 1 ] && args+=(--nproc "$nproc")
+[ -n "${RUNGS:-}" ] && args+=(--rungs "$RUNGS" --append)
+[ -n "${RUNGS:-}" ] && [ -f "results/h200/$name.json" ] && cp "results/h200/$name.json" "$out/$name.json"
+vlabench run scenarios/gr00t-loongforge.yaml "${args[@]}" 2>&1 | tee "$out/$name.log" | grep -v "^    step\|^    warm-up"

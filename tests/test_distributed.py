@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from harness.hardware import get_target
+from harness.hardware import get_device, get_target
 from harness.rung import build
 from harness.runner import run_scenario, rung_command
 from harness.scenario import load_scenario
@@ -31,6 +31,13 @@ SPEC = {
     "peak_flops": None,
     "options": {"camera_slots": "auto", "recompute": "none"},
 }
+GR00T_SPEC = {
+    "model": "gr00t",
+    "backend": "cpu",
+    "workload": {**WORKLOAD, "text_tokens": 40, "action_horizon": 6},
+    "peak_flops": None,
+    "options": {},
+}
 
 
 def free_port() -> int:
@@ -42,6 +49,7 @@ def free_port() -> int:
 def one_step(spec):
     setup = build(spec, 1)
     model = setup.model
+    torch.manual_seed(1)  # GR00T's DiT and state encoder drop out in training, as the reference does
     loss = setup.family.loss(model, setup.feed.fetch(0)[0])
     loss.backward()
     grads = {n.removeprefix("module."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -77,19 +85,21 @@ def test_two_processes_equal_one_process_on_the_global_batch(tmp_path):
 
 
 @pytest.mark.slow
-def test_bucketed_all_reduce_gives_the_gradients_of_ddp(tmp_path):
+@pytest.mark.parametrize("base", [SPEC, GR00T_SPEC], ids=["pi05", "gr00t"])
+def test_bucketed_all_reduce_gives_the_gradients_of_ddp(tmp_path, base):
     """Two gloo processes, LoongForge's gradient communication (reverse-order contiguous buckets, one async
     all-reduce per bucket in fp32 here so the comparison is exact; small buckets so there are several) against
-    torch's DDP on the same shards: the same averaged gradients."""
+    torch's DDP on the same shards: the same averaged gradients. Each family builds its optimizer beside the
+    wrapper (GR00T's weight-decay groups read its own parameter names)."""
     buckets = {
-        **SPEC,
+        **base,
         "options": {
-            **SPEC["options"],
+            **base["options"],
             "ddp": {"implementation": "buckets", "bucket_cap_mb": 0.05, "bucket_dtype": "fp32"},
         },
     }
     results = {}
-    for name, spec in (("ddp", SPEC), ("buckets", buckets)):
+    for name, spec in (("ddp", base), ("buckets", buckets)):
         out = tmp_path / f"{name}.pt"
         mp.spawn(rank_main, args=(2, free_port(), str(out), spec), nprocs=2, join=True)
         results[name] = torch.load(out)
@@ -109,7 +119,9 @@ def test_buckets_are_reverse_order_and_bounded():
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     model = nn.Sequential(*(nn.Linear(64, 64) for _ in range(6)))  # 6 x (4096 + 64) parameters
-    wrapped = BucketedDataParallel(model, bucket_mb=0.02, dtype="bf16")  # ~10k bf16 elements per bucket
+    device = get_device("cpu")
+    # ~10k bf16 elements per bucket
+    wrapped = BucketedDataParallel(model, bucket_mb=0.02, dtype="bf16", event=device.event)
     # reverse order, a bucket closed before it would pass 10,485 elements: 4,160 x 2 + 64, then 4,096 + 64 + ...
     assert [len(b.params) for b in wrapped.buckets] == [5, 4, 3]
     assert wrapped.buckets[0].params[0] is model[5].bias  # the last layer's gradients come first
@@ -120,6 +132,14 @@ def test_buckets_are_reverse_order_and_bounded():
     with wrapped.no_sync():
         wrapped(x).sum().backward()  # local only: nothing launched
     assert all(b.work is None for b in wrapped.buckets)
+    # one synchronised backward timed: the first bucket (last layers) launched before backward ended, the
+    # others no later than the one before them
+    timings = wrapped.timings(device.elapsed_s)
+    (leads,) = timings["bucket_lead_ms"]
+    assert len(leads) == 3 and leads[0] > 0 and leads[0] >= leads[1] >= leads[2] >= 0
+    assert len(timings["comm_tail_ms"]) == 1 and timings["comm_tail_ms"][0] >= 0
+    wrapped.reset_timings()
+    assert wrapped.timings(device.elapsed_s) == {"bucket_lead_ms": [], "comm_tail_ms": []}
 
 
 def test_torchrun_command():
@@ -140,6 +160,7 @@ workload: {batch_size: 1, cameras: 2, text_tokens: 16, action_horizon: 4, warmup
            seed: 0, dtype: fp32}
 ladder:
   - {name: community, options: {camera_slots: auto, recompute: none}}
+  - {name: buckets, options: {ddp: {implementation: buckets, bucket_cap_mb: 0.05, bucket_dtype: bf16}}}
 targets:
   cpu: {model_size: tiny}
 """)
@@ -151,4 +172,10 @@ targets:
     assert rung["world_size"] == 2 and len(rung["per_rank_step_times_s"]) == 2
     assert rung["samples_per_s_per_device"] == pytest.approx(rung["samples_per_s"] / 2)
     assert rung["nosync_step_time_s"] > 0 and "exposed_comm_s" in rung
+    assert "bucket_sizes_mb" not in rung  # torch's DDP: its buckets are its own
+    buckets = result["rungs"][1]
+    assert buckets["status"] == "ok", buckets.get("reason")
+    assert len(buckets["bucket_sizes_mb"]) == len(buckets["bucket_lead_ms"]) > 1
+    assert min(buckets["bucket_sizes_mb"]) <= 0.05  # a bucket holds more only for a single larger parameter
+    assert buckets["bucket_lead_ms"][0] > 0 and buckets["comm_tail_ms"] >= 0
     assert result["nproc"] == 2

@@ -157,9 +157,11 @@ def test_emulated_fp8_tiny_trains_close_to_full_precision():
 # ----------------------------------------------------------------------------- GPU: the graphed step
 
 
-def cuda_pair(options, dtype=torch.float32, dropout=True, workload=WORKLOAD):
-    """The eager model and the graphed step's model, built alike (same seed), and the graphed step."""
-    eager = build({k: v for k, v in options.items() if k != "cuda_graphs"}, "cuda", dtype, workload=workload)
+def cuda_pair(options, dtype=torch.float32, dropout=True, workload=WORKLOAD, eager_drops=("cuda_graphs",)):
+    """The eager model (without the options named in `eager_drops`) and the graphed step's model, built alike
+    (same seed), and the graphed step."""
+    eager_options = {k: v for k, v in options.items() if k not in eager_drops}
+    eager = build(eager_options, "cuda", dtype, workload=workload)
     model = build(options, "cuda", dtype, workload=workload)
     for m in (eager, model):
         for module in m.modules():
@@ -258,3 +260,27 @@ def test_fp8_dit_on_the_gpu(graphs):
     torch.manual_seed(0)
     loss = step.forward_backward(batch) if graphs else FAMILY.loss(model, batch)
     assert torch.isfinite(loss) and abs(loss - ref) / ref < 5e-2
+
+
+@needs_cuda
+def test_compiled_blocks_inside_the_graphed_step():
+    """The `compile` rung on top of CUDA graphs: inductor compiles each block during the eager warm-up, its
+    kernels are captured and replayed. Dropout off, so the loss and gradients must follow eager's closely
+    (inductor fuses and reorders fp32 sums)."""
+    eager, model, step = cuda_pair(
+        {"vl_pad": 64, "cuda_graphs": True, "compile": "per-block"},
+        dropout=False,
+        eager_drops=("cuda_graphs", "compile"),
+    )
+    assert step.module.dit.blocks[0]._compiled_call_impl is not None  # compiled in place
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 2, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):
+        loss = step.forward_backward(batch)
+        ref = FAMILY.loss(eager, batch)
+        ref.backward()
+        assert torch.allclose(loss, ref.detach(), rtol=1e-4), (i, loss, ref)
+        got, want = grads(model), grads(eager)
+        for name in want:
+            assert torch.allclose(got[name], want[name], rtol=1e-3, atol=1e-5), (i, name)
+        eager.zero_grad(set_to_none=True)
+    assert (step.captures, step.replays) == (1, 2)
