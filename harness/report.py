@@ -58,7 +58,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                     f"exposed {1000 * r['exposed_comm_s']:.0f} ms of the {1000 * r['step_time_s']:.0f} ms step "
                     f"(no_sync step {1000 * r['nosync_step_time_s']:.0f} ms)"
                 )
-            if r.get("bucket_sizes_mb"):
+            if r.get("bucket_lead_ms") and r.get("comm_tail_ms") is not None:
                 n.append(
                     f"{len(r['bucket_sizes_mb'])} buckets of "
                     + "/".join(f"{mb:.0f}" for mb in r["bucket_sizes_mb"])
@@ -70,9 +70,10 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                 n.append(floor_note(r, result))
             if r.get("data_wait_ms") is not None:
                 kind = (r.get("loader") or {}).get("kind", "torch")
+                prepare = r.get("prepare_ms")
                 n.append(
                     f"{kind} loader: waited {r['data_wait_ms']:.0f} ms for data ({r['data_wait_share']:.1%} of "
-                    "the step)"
+                    "the step)" + (f", host preprocessing {prepare:.0f} ms per batch" if prepare is not None else "")
                 )
             if r.get("loss_parity_note"):
                 n.append(r["loss_parity_note"])

@@ -231,6 +231,8 @@ def measure(spec: dict) -> dict:
     ctx = context_from_env()
     distributed = {}
     bucket_timings = buckets.timings(device.elapsed_s) if buckets is not None else None
+    if bucket_timings is not None and not bucket_timings["comm_tail_ms"]:
+        bucket_timings = None  # the wrapper's hooks never ran (a CUDA-graph replay averages outside them)
     if ctx.distributed:
         # Exposed communication: the same steps with DDP's gradient all-reduce switched off (no_sync),
         # in this process on this batch; what the all-reduce adds to the step is what overlap left exposed.

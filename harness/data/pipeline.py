@@ -16,6 +16,7 @@ time a step waited for its batch is measured on the host around fetching it.
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -122,6 +123,9 @@ class BatchSource:
         )
         self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
         self.index = 0
+        # host seconds of the family's preprocessing per batch (in the step, or in the level-2 thread, where it
+        # holds the GIL that the training thread's kernel launches also need)
+        self.prepare_s: list[float] = []
         self._thread = None
         if options.kind == "async":
             self._ready: queue.Queue = queue.Queue(maxsize=options.buffers)
@@ -134,15 +138,21 @@ class BatchSource:
     # -- the community path: everything in the training loop
     def _sync_next(self) -> dict:
         raw = next(self._raw)
-        batch = self.prepare(raw, batch_generator(self.seed, self.index))
+        batch = self._timed_prepare(raw, self.index)
         return _to_device(batch, self.device, non_blocking=self.loader.pin_memory)
+
+    def _timed_prepare(self, raw: dict, index: int) -> dict:
+        start = time.perf_counter()
+        batch = self.prepare(raw, batch_generator(self.seed, index))
+        self.prepare_s.append(time.perf_counter() - start)
+        return batch
 
     # -- the async path: a thread prepares and copies ahead
     def _fill(self) -> None:
         index = 0
         try:
             while not self._stop.is_set():
-                batch = self.prepare(next(self._raw), batch_generator(self.seed, index))
+                batch = self._timed_prepare(next(self._raw), index)
                 event = None
                 if self._stream is not None:
                     batch = _pinned(batch)
@@ -292,6 +302,7 @@ class DatasetFeed:
                 **({"buffers": self.options.buffers} if self.options.kind == "async" else {}),
             },
             "processor": self.processor.describe(),
+            **({"prepare_ms": 1000 * statistics.median(self.source.prepare_s)} if self.source.prepare_s else {}),
             **({"data_note": "each process reads its own seeded order of the dataset"} if self.world > 1 else {}),
         }
 
