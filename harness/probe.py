@@ -10,16 +10,23 @@ The kernel is a square matmul in the device's working precision, repeated a numb
 once per rung so that one probe takes about PROBE_S: long enough to span several scheduler time slices (a
 short probe could fit between a competing process's slices and miss it), short against a step. Runs are
 compared in matmuls per second, so a different repeat count does not matter.
+
+On an accelerator the host is probed too: a step that launches thousands of small kernels (an eager,
+launch-bound step) runs at the speed of the host thread that dispatches them, which the device's matmul does
+not see. The host probe times HOST_OPS tiny in-place CPU tensor ops (the per-op dispatch path every launch
+goes through) with the host clock at the same points; it is recorded, not gated.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
 PROBE_S = {"cpu": 0.025, "cuda": 0.005, "npu": 0.005}
 SIZE = {"cpu": 256, "cuda": 4096, "npu": 4096}
+HOST_OPS = 1000  # about 1-3 ms of dispatch on a server CPU
 
 
 @dataclass
@@ -29,6 +36,7 @@ class MachineProbe:
     repeats: int = 1
     times_s: list[float] = field(default_factory=list)
     where: list[str] = field(default_factory=list)  # "before", "step N", "after"
+    host_times_s: list[float] = field(default_factory=list)  # accelerators only: the host dispatch probe
 
     def __post_init__(self):
         backend = self.device.backend
@@ -40,6 +48,7 @@ class MachineProbe:
         self._run(1)  # first call: allocation, library set-up
         once = self._time(1)
         self.repeats = max(1, round(PROBE_S[backend] / max(once, 1e-6)))
+        self._host = torch.zeros(1) if backend != "cpu" else None
 
     def _run(self, repeats: int) -> None:
         for _ in range(repeats):
@@ -58,7 +67,16 @@ class MachineProbe:
         seconds = self._time(self.repeats)
         self.times_s.append(seconds)
         self.where.append(where)
+        if self._host is not None:
+            self.host_times_s.append(self._time_host())
         return seconds
+
+    def _time_host(self) -> float:
+        x = self._host
+        start = time.perf_counter()
+        for _ in range(HOST_OPS):
+            x.add_(1.0)
+        return time.perf_counter() - start
 
     def record(self) -> dict:
         dtype = "fp32" if self.device.backend == "cpu" else "bf16"
@@ -67,6 +85,11 @@ class MachineProbe:
             "repeats": self.repeats,
             "times_s": list(self.times_s),
             "where": list(self.where),
+            **(
+                {"host_kernel": f"{HOST_OPS} in-place CPU tensor adds", "host_times_s": list(self.host_times_s)}
+                if self.host_times_s
+                else {}
+            ),
         }
 
 
