@@ -174,7 +174,15 @@ EVAL_SPEED_HEADERS = (
     "ms per call (p10-p90)",
     "ms per chunk",
     "first call s",
+    "CPU % (p90)",
+    "GPU % (p90)",
 )
+
+
+def _utilisation(tp: dict, key: str) -> str:
+    """Mean busy share with its 90th percentile, '-' where it was not sampled (results before it was)."""
+    u = (tp.get("utilisation") or {}).get(key)
+    return f"{u['mean']:.0f} ({u['p90']:.0f})" if u else "-"
 
 
 def eval_throughput_row(result: dict) -> list[str] | None:
@@ -200,6 +208,8 @@ def eval_throughput_row(result: dict) -> list[str] | None:
         ),
         _num(tp.get("policy_latency_per_chunk_s"), ".1f", 1000),
         _num(lat.get("first_call"), ".2f"),
+        _utilisation(tp, "cpu_percent"),
+        _utilisation(tp, "gpu_percent"),
     ]
 
 

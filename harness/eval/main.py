@@ -18,6 +18,7 @@ from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from ..errors import InputError, describe
 from ..results import ResultWriter, provenance
+from ..utilisation import UtilisationSampler
 from .policies import POLICIES
 from .protocol import (
     DUMMY_ACTION,
@@ -230,10 +231,14 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
     progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
     start = time.perf_counter()
+    policy_device = getattr(policy, "device", None)
+    on_gpu = policy_device is not None and policy_device.type == "cuda"
+    sampler = UtilisationSampler(gpu=(policy_device.index or 0) if on_gpu else None).start()
     try:
         new = runner.run(episodes)
     finally:
-        writer.set("throughput", throughput(records[len(kept) :], time.perf_counter() - start, runner, policy))
+        speed = throughput(records[len(kept) :], time.perf_counter() - start, runner, policy)
+        writer.set("throughput", {**speed, "utilisation": sampler.stop()})
     data = writer.data
     data["_new_episodes"] = len(new)
     data["_path"] = str(out)
