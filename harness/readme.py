@@ -133,6 +133,56 @@ def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> 
     return "\n".join(parts)
 
 
+SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+
+
+def _rate(entry: dict) -> str:
+    return (
+        f"{entry['successes']}/{entry['trials']} = {100 * entry['rate']:.1f}% "
+        f"(95% Wilson {100 * entry['wilson_low']:.1f}-{100 * entry['wilson_high']:.1f}%)"
+    )
+
+
+def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
+    """The LIBERO success rates measured here (evaluations of a policy that is not random weights), each suite
+    beside the published Pi0.5 success rates of that suite: lines of a markdown section, or none."""
+    measured: dict[str, list[str]] = {}
+    for path, r in sorted(results, key=lambda x: x[0]):
+        policy = r.get("policy") or {}
+        if r.get("kind") != "eval" or policy.get("checkpoint") == "random":
+            continue
+        tasks, trials = (r.get("workload") or {}).get("tasks"), (r.get("workload") or {}).get("trials")
+        for suite, entry in (r.get("success_rate") or {}).items():
+            if "/" in suite or not entry.get("trials"):
+                continue
+            which = "all tasks" if not tasks else f"tasks {', '.join(str(t) for t in tasks)}"
+            which += f" x {trials} trials" if trials else ""
+            measured.setdefault(suite, []).append(
+                f"{policy.get('name')}, {which}: {_rate(entry)} on {r['target']['name']} ([{Path(path).name}]({path}))"
+            )
+    if not measured:
+        return []
+    published = [f for f in figures if f.metric == "success_rate" and (f.ours or {}).get("suite")]
+    labels = sorted({f.label.rsplit(" ", 1)[0] for f in published})  # e.g. "LoongForge bf16", "community"
+    rows = []
+    for suite in SUITES:
+        theirs = {f.label.rsplit(" ", 1)[0]: f.value_text() for f in published if f.ours["suite"] == suite}
+        ours = "<br>".join(measured.get(suite, [])) or "-"
+        rows.append(f"| {suite} | {ours} | " + " | ".join(theirs.get(label, "-") for label in labels) + " |")
+    return [
+        "",
+        "LIBERO success rates measured here (closed loop, openpi's protocol: trials per task from the stored",
+        "initial states, 50 in a full run), beside the published Pi0.5 rates. The scripted expert reads the simulator's object poses:",
+        "it is the success-rate gate's reference policy, not a learned one. The published Pi0.5 rates need the",
+        "trained weights, which cannot be downloaded here: not measured. Given the weights, "
+        "`vlabench eval --suite libero_spatial --policy pi05 --checkpoint PATH --workers 16` measures them.",
+        "",
+        "| suite | measured here | " + " | ".join(f"published: {label} Pi0.5" for label in labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+        *rows,
+    ]
+
+
 def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> str:
     """README.md's block: the headline result's figure and ladder table, and where the rest is."""
     results = _results(repo) if results is None else results
@@ -149,6 +199,7 @@ def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) ->
             "```",
             provenance_line(path, result),
         ]
+    parts += libero_block(results, load_published(repo / "results" / "published"))
     doc = RESULTS_DOC.as_posix()
     parts += [
         "",

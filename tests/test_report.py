@@ -99,6 +99,32 @@ def test_readme_shows_evaluations_by_worker_count_in_one_table():
     assert "LoongForge bf16 libero_spatial" in readme.results_block(ROOT, [ladder, ("t.json", trained)])
 
 
+def test_readme_sets_measured_success_rates_beside_the_published_ones():
+    """The headline's LIBERO section: each measured (non-random) policy's rate per suite with its Wilson
+    interval, beside every published Pi0.5 rate of that suite; random weights (speed only) never appear."""
+    import copy
+
+    random = load_result(FIXTURES / "eval-random-w10-h200.json")
+    expert = copy.deepcopy(random)
+    expert["policy"] = {"name": "expert"}
+    expert["workload"]["tasks"], expert["workload"]["trials"] = [0, 4], 2
+    expert["success_rate"] = {
+        "libero_spatial": {"successes": 3, "trials": 4, "rate": 0.75, "wilson_low": 0.3, "wilson_high": 0.954},
+        "libero_spatial/0": {"successes": 2, "trials": 2, "rate": 1.0, "wilson_low": 0.342, "wilson_high": 1.0},
+    }
+    figures = load_published(ROOT / "results" / "published")
+    assert readme.libero_block([("r.json", random)], figures) == []
+    lines = readme.libero_block([("results/cpu/e.json", expert), ("r.json", random)], figures)
+    spatial = next(line for line in lines if line.startswith("| libero_spatial |"))
+    assert "expert, tasks 0, 4 x 2 trials: 3/4 = 75.0% (95% Wilson 30.0-95.4%) on h200" in spatial
+    assert "(results/cpu/e.json)" in spatial and "| 99.6% | 97% |" in spatial
+    header = next(line for line in lines if line.startswith("| suite |"))
+    assert header.endswith("| published: LoongForge bf16 Pi0.5 | published: community Pi0.5 |")
+    assert next(line for line in lines if line.startswith("| libero_10 |")) == "| libero_10 | - | 97% | 96% |"
+    top = generated((ROOT / "README.md").read_text(), readme.HEADLINE_BEGIN, readme.HEADLINE_END)
+    assert "500/500 = 100.0%" in top and "--checkpoint PATH" in top  # the committed expert on the front page
+
+
 def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsys):
     (tmp_path / "results" / "h200").mkdir(parents=True)
     (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_bytes(Path(H200).read_bytes())
