@@ -1,5 +1,6 @@
 """Data-parallel rungs: two gloo processes on the CPU train exactly like one process on the global batch."""
 
+import gc
 import os
 import socket
 
@@ -67,6 +68,11 @@ def rank_main(rank, world, port, out, spec=SPEC):
     dist.all_gather_object(losses, float(loss))
     if rank == 0:
         torch.save({"losses": losses, "grads": grads}, out)
+    # The DDP wrapper (its reducer holds the group) goes first, and both ranks leave together: a rank that tore
+    # the group down while the other still used it aborted in gloo once ("terminate called without an active
+    # exception")
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
