@@ -141,6 +141,35 @@ def cmd_recompute_sweep(args) -> int:
     return EXIT_OK if all(r["status"] in ("ok", "unsupported") for r in result["rungs"]) else EXIT_FAILED
 
 
+def cmd_recompute_plan(args) -> int:
+    import yaml
+
+    from .results import load_result
+    from .sweep import plan_recompute, sweep_table
+
+    result = load_result(args.sweep)
+    if result.get("kind") != "recompute-sweep":
+        return _fail(
+            f"{args.sweep}: kind: expected recompute-sweep (a `vlabench recompute-sweep` result), got "
+            f"{result.get('kind') or 'a ladder'}"
+        )
+    try:
+        plan = plan_recompute(result, args.budget_gib)
+    except ValueError as e:
+        return _fail(f"{args.sweep}: --budget-gib: expected {e}")
+    print(sweep_table(result))
+    w = result["workload"]
+    print(
+        f"\nbudget {plan.budget_gib:g} GiB at batch {w['batch_size']}: recompute "
+        + (", ".join(plan.groups) if plan.groups else "nothing")
+        + f"; predicted peak {plan.peak_gib:.1f} GiB (no recompute: {plan.base_peak_gib:.1f}), "
+        f"+{plan.extra_ms:.0f} ms per step over {plan.base_step_ms:.0f} ms"
+    )
+    print("rung option (the same batch size and compile mode as the sweep):")
+    print("  " + yaml.safe_dump({"recompute": plan.option}, default_flow_style=True, width=1000).strip())
+    return EXIT_OK
+
+
 def cmd_floor(args) -> int:
     from .hardware import capabilities, get_device
     from .report import floor_table
@@ -401,6 +430,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="result JSON path")
     sweep.add_argument("--rung-timeout", type=float, default=None, metavar="S")
     sweep.set_defaults(func=cmd_recompute_sweep)
+
+    plan = sub.add_parser(
+        "recompute-plan", help="the cheapest module groups to recompute under a memory budget, from a sweep"
+    )
+    plan.add_argument("sweep", type=Path, help="a `vlabench recompute-sweep` result")
+    plan.add_argument("--budget-gib", type=float, required=True, help="peak memory the rung must fit in")
+    plan.set_defaults(func=cmd_recompute_plan)
 
     floor = sub.add_parser(
         "floor",

@@ -124,3 +124,56 @@ def sweep_table(result: dict, fmt: str = "simple") -> str:
             disable_numparse=True,
         )
     )
+
+
+@dataclasses.dataclass
+class RecomputePlan:
+    """The cheapest set of module groups to recompute so that the peak fits a memory budget, predicted from a
+    recompute sweep (each group's saved peak memory and extra step time, taken as additive)."""
+
+    budget_gib: float
+    base_peak_gib: float
+    base_step_ms: float
+    groups: tuple[str, ...]
+    patterns: tuple[str, ...]
+    peak_gib: float  # predicted
+    extra_ms: float  # predicted; a group whose measured extra time was negative counts 0
+
+    @property
+    def option(self) -> dict | str:
+        """The rung option that applies the plan."""
+        return {"patterns": list(self.patterns)} if self.patterns else "none"
+
+
+def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
+    """Among every subset of the sweep's measured groups, the one with the least predicted extra step time
+    whose predicted peak fits `budget_gib`; ties go to the fewer groups. Raises ValueError when the sweep has no
+    usable base or no subset fits."""
+    from itertools import combinations
+
+    base = next((r for r in result["rungs"] if r["name"] == BASE), None)
+    if base is None or base["status"] != "ok":
+        raise ValueError(f"a sweep whose {BASE!r} rung ran (it is {base['status'] if base else 'missing'})")
+    rows = [r for r in sweep_rows(result) if r["status"] == "ok"]
+    best = None
+    for k in range(len(rows) + 1):
+        for chosen in combinations(rows, k):
+            peak = base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in chosen)
+            extra = sum(max(0.0, r["extra_ms"]) for r in chosen)
+            if peak <= budget_gib and (best is None or extra < best[1]):
+                best = (chosen, extra, peak)
+    if best is None:
+        everything = base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in rows)
+        raise ValueError(
+            f"a budget of at least {everything:.1f} GiB (recomputing every measured group), got {budget_gib:g}"
+        )
+    chosen, extra, peak = best
+    return RecomputePlan(
+        budget_gib=budget_gib,
+        base_peak_gib=base["peak_memory_gib"],
+        base_step_ms=base["step_time_s"] * 1e3,
+        groups=tuple(r["group"] for r in chosen),
+        patterns=tuple(p for r in chosen for p in r["patterns"]),
+        peak_gib=peak,
+        extra_ms=extra,
+    )

@@ -5,12 +5,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.cli import main
 from harness.scenario import load_scenario
-from harness.sweep import BASE, default_rung, sweep_rows, sweep_scenario, sweep_table
+from harness.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario, sweep_table
 from models.fp8 import fp8_candidates
 from models.pi05 import FAMILY, FULL, Pi05Model
 from models.pi05.techniques import FP8_SKIP, FP8_SKIP_EAGER_VISION
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCENARIO = load_scenario(Path(__file__).resolve().parent.parent / "scenarios/pi05-loongforge.yaml")
 
 
@@ -56,6 +58,56 @@ def test_sweep_cost_per_gib_and_noise():
     assert rows["b"]["ms_per_gib"] is None and rows["c"]["status"] == "oom"
     table = sweep_table(result)
     assert "within noise" in table and "50.0" in table
+
+
+def sweep_result():
+    return {
+        "kind": "recompute-sweep",
+        "scenario": {"name": "s"},
+        "target": {"name": "cpu"},
+        "workload": {"model_size": "tiny", "batch_size": 2},
+        "rungs": [
+            rung(BASE, [1.00, 1.01, 0.99, 1.00], 10.0),
+            rung("recompute-a", [1.10, 1.11, 1.09, 1.10], 8.0),  # 2 GiB for +100 ms
+            rung("recompute-b", [1.04, 1.04, 1.04, 1.04], 9.0),  # 1 GiB for +40 ms
+            rung("recompute-c", [1.03, 1.03, 1.03, 1.03], 9.0),  # 1 GiB for +30 ms
+            rung("recompute-d", [0.98, 0.98, 0.98, 0.98], 9.9),  # 0.1 GiB, measured faster: counts 0 ms
+            rung("recompute-e", [], 0, status="oom"),  # not measured: never chosen
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "budget, groups, peak, extra",
+    [
+        (10.0, (), 10.0, 0),  # fits without recompute
+        (9.9, ("d",), 9.9, 0),  # the free group
+        (9.0, ("c",), 9.0, 30),  # c is cheaper than b for the same GiB
+        (8.0, ("b", "c"), 8.0, 70),  # b + c (70 ms) save as much as a alone (100 ms)
+        (7.5, ("a", "c"), 7.0, 130),  # 2.5 GiB: a + c (130) beats a + b (140); b + c + d saves only 2.1
+        (5.9, ("a", "b", "c", "d"), 5.9, 170),
+    ],
+)
+def test_recompute_plan_is_the_cheapest_set_that_fits(budget, groups, peak, extra):
+    plan = plan_recompute(sweep_result(), budget)
+    assert plan.groups == groups and plan.peak_gib == pytest.approx(peak) and plan.extra_ms == pytest.approx(extra)
+    assert plan.option == ({"patterns": [f"recompute-{g}" for g in groups]} if groups else "none")
+
+
+def test_recompute_plan_command(capsys):
+    """On the H200 sweep (batch 16, no compile): 62.8 GiB without recompute; under 60 GiB the Gemma MLPs
+    (23.8 GiB for +50 ms) are cheaper than the SigLIP layers (6.9 GiB for +95 ms)."""
+    sweep = FIXTURES / "sweep-h200.json"
+    assert main(["recompute-plan", str(sweep), "--budget-gib", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "recompute gemma-mlp; predicted peak 39.0 GiB (no recompute: 62.8), +50 ms per step over 450 ms" in out
+    assert "{recompute: {patterns: [backbone.layers.*.prefix.mlp]}}" in out
+    assert main(["recompute-plan", str(sweep), "--budget-gib", "70"]) == 0
+    assert "{recompute: none}" in capsys.readouterr().out
+    assert main(["recompute-plan", str(sweep), "--budget-gib", "30"]) == 2
+    assert "--budget-gib: expected a budget of at least 30.9 GiB" in capsys.readouterr().err
+    assert main(["recompute-plan", str(FIXTURES / "ladder-h200.json"), "--budget-gib", "80"]) == 2
+    assert "kind: expected recompute-sweep" in capsys.readouterr().err
 
 
 def test_fp8_converts_only_the_compiled_backbone():
