@@ -164,14 +164,17 @@ def vlabench_step() -> dict:
         "lr": 1e-4,
         "model_size": "full",
     }
-    options = FAMILY.parse_options({"attention": "sdpa", "lm_head": True, "compile": "none"})  # community
+    # the community rung's options, with the VL sequence left-padded to 220 tokens (masked) so that both sides run
+    # the same sequence length (the synthetic prompts are shorter; their collator gives 220 for the instruction)
+    options = FAMILY.parse_options({"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS})
     model = FAMILY.build("full", options, workload, DEVICE, torch.bfloat16, 0).model
     optimizer = FAMILY.optimizer(model, options, workload, DEVICE)
     step = FAMILY.make_step(model, optimizer, options)  # autocast, backward, clip 1.0, AdamW, zero_grad
     batch = FAMILY.make_batches("full", workload, 1, DEVICE, torch.bfloat16, 0)[0]
     times = time_steps(step, batch)
     record = {
-        "vl_tokens": int(batch["input_ids"].shape[1]),
+        "vl_tokens": max(int(batch["input_ids"].shape[1]), VL_TOKENS),
+        "prompt_tokens": int(batch["input_ids"].shape[1]),
         "params": sum(p.numel() for p in model.parameters()),
         "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "step_times_s": times,
