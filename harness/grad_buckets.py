@@ -24,7 +24,8 @@ COMM_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 class _Bucket:
-    def __init__(self, params: list[nn.Parameter], dtype: torch.dtype):
+    def __init__(self, index: int, params: list[nn.Parameter], dtype: torch.dtype):
+        self.index = index  # its place in the reverse order
         self.params = params
         self.numel = sum(p.numel() for p in params)
         self.buffer = torch.zeros(self.numel, dtype=dtype, device=params[0].device)
@@ -73,11 +74,11 @@ class BucketedDataParallel(nn.Module):
         current: list[nn.Parameter] = []
         for p in params:
             if current and sum(q.numel() for q in current) + p.numel() > limit:
-                self.buckets.append(_Bucket(current, comm))
+                self.buckets.append(_Bucket(len(self.buckets), current, comm))
                 current = []
             current.append(p)
         if current:
-            self.buckets.append(_Bucket(current, comm))
+            self.buckets.append(_Bucket(len(self.buckets), current, comm))
         self._bucket_of = {id(p): b for b in self.buckets for p in b.params}
         self._syncing = True
         self._pending = False
@@ -118,7 +119,7 @@ class BucketedDataParallel(nn.Module):
         return event
 
     def _launch(self, bucket: _Bucket) -> None:
-        self._launched.append((self.buckets.index(bucket), self._record()))
+        self._launched.append((bucket.index, self._record()))
         bucket.pack()
         bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
 

@@ -171,10 +171,8 @@ def bucket_record(wrapper: BucketedDataParallel, ranks: list[dict]) -> dict:
     tails = [max(r["comm_tail_ms"][i] for r in ranks) for i in range(min(len(r["comm_tail_ms"]) for r in ranks))]
     return {
         "bucket_sizes_mb": wrapper.bucket_sizes_mb(),
-        "bucket_lead_ms": [statistics.median(step[b] for step in leads) for b in range(len(wrapper.buckets))]
-        if leads
-        else [],
-        "comm_tail_ms": statistics.median(tails) if tails else None,
+        "bucket_lead_ms": [statistics.median(step[b] for step in leads) for b in range(len(wrapper.buckets))],
+        "comm_tail_ms": statistics.median(tails),
     }
 
 

@@ -155,17 +155,19 @@ def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
     if base is None or base["status"] != "ok":
         raise ValueError(f"a sweep whose {BASE!r} rung ran (it is {base['status'] if base else 'missing'})")
     rows = [r for r in sweep_rows(result) if r["status"] == "ok"]
+
+    def peak(chosen) -> float:
+        return base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in chosen)
+
     best = None
     for k in range(len(rows) + 1):
         for chosen in combinations(rows, k):
-            peak = base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in chosen)
             extra = sum(max(0.0, r["extra_ms"]) for r in chosen)
-            if peak <= budget_gib and (best is None or extra < best[1]):
-                best = (chosen, extra, peak)
+            if peak(chosen) <= budget_gib and (best is None or extra < best[1]):
+                best = (chosen, extra, peak(chosen))
     if best is None:
-        everything = base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in rows)
         raise ValueError(
-            f"a budget of at least {everything:.1f} GiB (recomputing every measured group), got {budget_gib:g}"
+            f"a budget of at least {peak(rows):.1f} GiB (recomputing every measured group), got {budget_gib:g}"
         )
     chosen, extra, peak = best
     return RecomputePlan(

@@ -4,8 +4,8 @@
 #   2. the scripted expert over the whole libero_spatial suite (500 episodes, no rendering), one worker per core;
 #   3. the full-size Pi0.5 (random weights, CUDA-graph inference) at 16, 8, 4 and 1 env workers.
 # PARTS picks some of them (default "profile expert pi05"); each env-worker count's Pi0.5 result records the CPU
-# and GPU utilisation over its run. Carry .whl and .gl from scripts/fetch-sim-wheels.sh. Results under results/h200/ and $OUT (at most 8 files come
-# back: the results, the GR00T profiles in one JSON, one log).
+# and GPU utilisation over its run. Carry .whl and .gl from scripts/fetch-sim-wheels.sh. Results under
+# results/h200/ and $OUT (at most 8 files come back: the results, the GR00T profiles in one JSON, one log).
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200

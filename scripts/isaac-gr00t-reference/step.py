@@ -33,8 +33,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
-VL_TOKENS, HORIZON = 220, 50
-BATCH, WARMUP, TIMED, DEVICE = 16, 5, 20, "cuda"  # main() may change them (a CPU check of the script's path)
+BATCH, VL_TOKENS, HORIZON, WARMUP, TIMED = 16, 220, 50, 5, 20
 BASE_INSTRUCTION = "pick up the black bowl between the plate and the ramekin and place it on the plate"
 
 
@@ -42,25 +41,29 @@ def time_steps(step, batch) -> list[float]:
     times = []
     for i in range(WARMUP + TIMED):
         torch.manual_seed(i)
-        if DEVICE == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step(batch)
-            end.record()
-            torch.cuda.synchronize()
-            seconds = start.elapsed_time(end) / 1000
-        else:
-            t0 = time.perf_counter()
-            step(batch)
-            seconds = time.perf_counter() - t0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step(batch)
+        end.record()
+        torch.cuda.synchronize()
         if i >= WARMUP:
-            times.append(seconds)
+            times.append(start.elapsed_time(end) / 1000)
     return times
+
+
+def step_record(model, times: list[float], vl_tokens: int, **extra) -> dict:
+    return {
+        "vl_tokens": vl_tokens,
+        "params": sum(p.numel() for p in model.parameters()),
+        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        **extra,
+        "step_times_s": times,
+    }
 
 
 def train_step(model, params, optimizer, loss_of):
     def step(batch):
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = loss_of(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -133,22 +136,12 @@ def isaac_step() -> dict:
         if model.collator([sample(instruction)])["inputs"]["input_ids"].shape[1] <= VL_TOKENS:
             break
     batch = model.collator([sample(instruction) for _ in range(BATCH)])["inputs"]
-    model = model.to(DEVICE).train()
-    batch = {k: v.to(DEVICE) if torch.is_tensor(v) else v for k, v in batch.items()}
+    model = model.cuda().train()
+    batch = {k: v.cuda() if torch.is_tensor(v) else v for k, v in batch.items()}
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-5)
     times = time_steps(train_step(model, params, optimizer, lambda m, b: m(b)["loss"]), batch)
-    record = {
-        "vl_tokens": int(batch["input_ids"].shape[1]),
-        "params": sum(p.numel() for p in model.parameters()),
-        "trainable": sum(p.numel() for p in params),
-        "built_s": built_s,
-        "step_times_s": times,
-    }
-    del model, optimizer, params, batch
-    if DEVICE == "cuda":
-        torch.cuda.empty_cache()
-    return record
+    return step_record(model, times, int(batch["input_ids"].shape[1]), built_s=built_s)
 
 
 def vlabench_step() -> dict:
@@ -167,35 +160,20 @@ def vlabench_step() -> dict:
     # the community rung's options, with the VL sequence left-padded to 220 tokens (masked) so that both sides run
     # the same sequence length (the synthetic prompts are shorter; their collator gives 220 for the instruction)
     options = FAMILY.parse_options({"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS})
-    model = FAMILY.build("full", options, workload, DEVICE, torch.bfloat16, 0).model
-    optimizer = FAMILY.optimizer(model, options, workload, DEVICE)
+    model = FAMILY.build("full", options, workload, "cuda", torch.bfloat16, 0).model
+    optimizer = FAMILY.optimizer(model, options, workload, "cuda")
     step = FAMILY.make_step(model, optimizer, options)  # autocast, backward, clip 1.0, AdamW, zero_grad
-    batch = FAMILY.make_batches("full", workload, 1, DEVICE, torch.bfloat16, 0)[0]
-    times = time_steps(step, batch)
-    record = {
-        "vl_tokens": max(int(batch["input_ids"].shape[1]), VL_TOKENS),
-        "prompt_tokens": int(batch["input_ids"].shape[1]),
-        "params": sum(p.numel() for p in model.parameters()),
-        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "step_times_s": times,
-    }
-    del model, optimizer, step, batch
-    if DEVICE == "cuda":
-        torch.cuda.empty_cache()
-    return record
+    batch = FAMILY.make_batches("full", workload, 1, "cuda", torch.bfloat16, 0)[0]
+    prompt = int(batch["input_ids"].shape[1])
+    return step_record(model, time_steps(step, batch), max(prompt, VL_TOKENS), prompt_tokens=prompt)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--cpu-check", action="store_true", help="one step of batch 2 on the CPU (the path only)")
     args = parser.parse_args()
-    global BATCH, WARMUP, TIMED, DEVICE
-    if args.cpu_check:
-        BATCH, WARMUP, TIMED, DEVICE = 2, 0, 1, "cpu"
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu"
-    result = {"device": name, "torch": torch.__version__, "batch": BATCH}
+    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "batch": BATCH}
     for name, run in (("vlabench_community", vlabench_step), ("isaac_gr00t", isaac_step)):
         try:
             result[name] = run()
@@ -210,6 +188,7 @@ def main() -> int:
 
             result[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
             print(result[name]["traceback"])
+        torch.cuda.empty_cache()  # the side's model and optimizer went with its function
         args.out.write_text(json.dumps(result, indent=1))
     if all("step_times_s" in result[k] for k in ("vlabench_community", "isaac_gr00t")):
         ours = statistics.median(result["vlabench_community"]["step_times_s"])
