@@ -10,6 +10,7 @@ launch gaps, which a perfect implementation would fuse or hide. So the floor is 
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Callable
 
@@ -87,8 +88,24 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
 
         return once
 
-    candidates = {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=gqa)}
+    def sdpa(backend=None):
+        def attend(q, k, v):
+            with sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext():
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=gqa)
+
+        return attend
+
+    candidates = {"sdpa": sdpa()}  # the backend SDPA picks itself: what the model's `sdpa` kind runs
     if dev.type == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        # each of SDPA's fused backends alone, to see whether its own pick is the fastest for these shapes
+        for name, backend in (
+            ("flash", SDPBackend.FLASH_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ("cudnn", SDPBackend.CUDNN_ATTENTION),
+        ):
+            candidates[f"sdpa-{name}"] = sdpa(backend)
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
         block = None

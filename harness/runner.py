@@ -270,6 +270,8 @@ def run_scenario(
             )
         kept = {r["name"]: r for r in old["rungs"]}
         header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
+        if "floor" in old:  # measured by an earlier part; a new --floor replaces it
+            header["floor"] = old["floor"]
     selected = rung_names or scenario.rung_names()
     check_dataset(scenario, workload, selected)
     writer = ResultWriter(out_path, header)

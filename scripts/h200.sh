@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
 # One device call's worth of H200 measurements: `scripts/h200.sh PART`, logs and results under $OUT.
-#   ladder-a: community .. compile-backbone   ladder-b: flex-attention, recompute-vit-only
-#   ladder-c: compile-per-layer, fp8 and the recompute sweep
+#   ladder-a: community .. flex-attention        ladder-b: recompute-vit-only .. fp8, with the kernel floor
+#   sweep:    the recompute sweep of pi05-loongforge (batch 16, no compile)
+#   beyond-sweep: the recompute sweep of pi05-beyond at its own batch (32, no compile) and the plan under 120 GiB
+#   beyond:   the pi05-beyond ladder with its kernel floor
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 #   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
-# The ladder is split because each compile rung compiles the full model (~2.5 min) and one call may
-# run 10 minutes; --append merges the parts into one result file.
+# The ladder is split because each compile rung compiles the full model (1-2.5 min) and one call may
+# run 10 minutes; --append merges the parts into one result file. VLABENCH_PREPARED=1 skips the installs (a
+# caller such as scripts/h200-pair.sh made them).
 set -uo pipefail
 part=$1
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then  # wheels carried to a machine without a registry (torchao)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
+if [ "${VLABENCH_PREPARED:-0}" != 1 ]; then
+  if ls .whl/*.whl >/dev/null 2>&1; then  # wheels carried to a machine without a registry (torchao)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+  fi
+  python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
 fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
 git rev-parse HEAD > "$out/git.txt" 2>&1; git status --porcelain 2>&1 | head -5 >> "$out/git.txt"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu-$part.txt"
 ladder=results/h200/pi05-loongforge.json
 run() { vlabench run scenarios/pi05-loongforge.yaml --target h200 --out $ladder --rung-timeout 450 "$@"; }
 case $part in
-  ladder-a) run --rungs community,prune-empty-cameras,compile-backbone 2>&1 | tee "$out/ladder-a.log" ;;
-  ladder-b) run --append --rungs flex-attention,recompute-vit-only 2>&1 | tee "$out/ladder-b.log" ;;
-  ladder-c) run --append --rungs compile-per-layer,fp8 2>&1 | tee "$out/ladder-c.log"
-            vlabench recompute-sweep scenarios/pi05-loongforge.yaml --target h200 --compile none --batch-size 16 \
+  ladder-a) run --rungs community,prune-empty-cameras,compile-backbone,flex-attention 2>&1 | tee "$out/ladder-a.log" ;;
+  ladder-b) run --append --floor --rungs recompute-vit-only,compile-per-layer,fp8 2>&1 | tee "$out/ladder-b.log" ;;
+  sweep)    vlabench recompute-sweep scenarios/pi05-loongforge.yaml --target h200 --compile none --batch-size 16 \
               --warmup-steps 3 --timed-steps 8 --rung-timeout 200 \
               --out results/h200/pi05-loongforge-recompute-sweep.json 2>&1 | tee "$out/sweep.log"
-            cp results/h200/pi05-loongforge-recompute-sweep.json "$out/" ;;
+            cp results/h200/pi05-loongforge-recompute-sweep.json "$out/"; exit 0 ;;
+  beyond-sweep)
+            sweep=results/h200/pi05-beyond-recompute-sweep.json
+            vlabench recompute-sweep scenarios/pi05-beyond.yaml --target h200 --rung sdpa-joint-attention \
+              --compile none --warmup-steps 2 --timed-steps 5 --rung-timeout 150 --out $sweep 2>&1 \
+              | tee "$out/beyond-sweep.log"
+            vlabench recompute-plan $sweep --budget-gib 120 2>&1 | tee -a "$out/beyond-sweep.log"
+            cp $sweep "$out/"; exit 0 ;;
+  beyond)   vlabench run scenarios/pi05-beyond.yaml --target h200 --out results/h200/pi05-beyond.json --floor \
+              --rung-timeout 300 ${RUNGS:+--rungs "$RUNGS"} ${APPEND:+--append} 2>&1 | tee "$out/beyond.log"
+            cp results/h200/pi05-beyond.json "$out/"; exit 0 ;;
   ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \
               --rung-timeout 150 2>&1 | tee "$out/ascend.log"
             cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;

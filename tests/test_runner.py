@@ -78,7 +78,8 @@ def test_pruning_keeps_the_loss_exactly_in_fp32(ladder_result):
 def test_append_replaces_a_rung_and_keeps_the_others(ladder_result, tmp_path):
     result, out, _ = ladder_result
     copy = tmp_path / "r.json"
-    copy.write_text(Path(out).read_text())
+    floor = {"dtype": "fp32", "totals": {"fp32": {"samples_per_s": 123.0}}}  # as an earlier part's --floor left it
+    copy.write_text(json.dumps({**json.loads(Path(out).read_text()), "floor": floor}))
     scenario = load_scenario(Path(out).parent / "s.yaml")
     merged = run_scenario(
         scenario, get_target("cpu"), copy, ["test"], rung_names=["needs-fp8"], append=True, progress=lambda _: None
@@ -86,6 +87,7 @@ def test_append_replaces_a_rung_and_keeps_the_others(ladder_result, tmp_path):
     assert [r["name"] for r in merged["rungs"]] == [r["name"] for r in result["rungs"]]
     assert merged["rungs"][0]["losses"] == result["rungs"][0]["losses"]
     assert merged["provenance_earlier"][0] == result["provenance"]
+    assert merged["floor"] == floor  # a part run without --floor keeps the floor measured earlier
 
 
 def test_dead_and_timed_out_rung_processes_are_errors(tmp_path):

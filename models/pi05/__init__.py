@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..family import Built, DdpFlags, ModelFamily
+from ..family import Built, DdpFlags, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
 from ..tokenizers import StandInTokenizer, load_sentencepiece
+from ..whole_step_graph import WholeStepGraph
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
@@ -27,6 +28,8 @@ class Pi05Family(ModelFamily):
             return "FP8 matmuls need a GPU with FP8 tensor cores (Hopper/Ada or newer); this target has none"
         if options.attention == "flex" and "flex-backward" not in capabilities:
             return f"FlexAttention has no backward on {backend} in this PyTorch, so it cannot train here"
+        if options.cuda_graphs != "none" and backend != "cuda":
+            return f"CUDA graphs need a CUDA device; this target's backend is {backend}"
         return None
 
     def parity_tolerance(self, baseline: Pi05Options, options: Pi05Options, dtype: str) -> tuple[float, str]:
@@ -114,7 +117,8 @@ class Pi05Family(ModelFamily):
     def optimizer(
         self, model: torch.nn.Module, options: Pi05Options, workload: dict, backend: str
     ) -> torch.optim.Optimizer:
-        """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused."""
+        """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused; with its
+        step counter on the device (`capturable`) when the whole step is a CUDA graph."""
         params = [p for p in model.parameters() if p.requires_grad]
         return torch.optim.AdamW(
             params,
@@ -123,7 +127,14 @@ class Pi05Family(ModelFamily):
             eps=1e-8,
             weight_decay=1e-10,
             fused=options.adamw == "fused" or None,
+            capturable=options.cuda_graphs == "whole-step",
         )
+
+    def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Pi05Options) -> Step:
+        """The standard step (loss, backward, clip at 1.0, AdamW), or the same replayed from one CUDA graph."""
+        if options.cuda_graphs == "whole-step":
+            return WholeStepGraph(self.loss, model, optimizer)
+        return standard_step(self.loss, model, optimizer)
 
     def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)

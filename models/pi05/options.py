@@ -47,6 +47,9 @@ class Pi05Options:
     fused_gate_up: bool = False
     # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused
     adamw: Literal["foreach", "fused"] = "foreach"
+    # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
+    # (models/whole_step_graph.py); one process, a CUDA device
+    cuda_graphs: Literal["none", "whole-step"] = "none"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 

@@ -1,0 +1,130 @@
+"""A whole training step as one CUDA graph: forward, backward, gradient clipping and the optimizer step
+captured once and replayed, so that a step launches no kernel from Python (a family's `cuda_graphs:
+whole-step` option; GR00T's per-micro-batch graphs in models/gr00t/graphs.py keep the optimizer outside).
+
+Capture follows torch's whole-network recipe: a few eager forward/backward passes on a side stream first (lazy
+initialisation, cuBLAS workspaces and compiled units' first runs stay outside the capture), the optimizer's
+state created before the capture so that the graph does not re-create it on every replay, and gradients left
+unset so that backward allocates them in the graph's memory pool. Each replay then overwrites them.
+
+The math is the eager step's: the warm-up passes update nothing, and the optimizer's state is made by one step
+on all-zero gradients with weight decay off (an update of exactly zero) and then reset to its initial zeros. Random draws inside the step come from torch's CUDA
+generator, which is graph-safe: a replay reads the generator's seed and offset at launch, so a seeded replay
+draws what an eager step would.
+
+Requirements: a CUDA device, a fixed batch shape (a new shape captures a graph of its own), an optimizer made
+with `capturable=True` (its step counter lives on the device), no host synchronisation inside the step, and one
+process: a data-parallel wrapper's gradient hooks never fire in a replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+WARMUP = 3  # eager forward/backward passes before a capture (torch's documented recipe)
+
+
+@dataclass
+class _Graph:
+    graph: torch.cuda.CUDAGraph
+    inputs: dict  # static buffers the batch is copied into before each replay
+    loss: torch.Tensor  # written by each replay
+
+
+class WholeStepGraph:
+    """step(batch) -> detached loss, replaying one captured step per batch shape (see the module docstring)."""
+
+    def __init__(
+        self,
+        loss_fn: Callable[[nn.Module, dict], torch.Tensor],
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        clip: float = 1.0,
+        warmup: int = WARMUP,
+    ):
+        if hasattr(model, "module"):
+            raise ValueError(
+                "cuda_graphs: whole-step needs one process (a data-parallel wrapper's all-reduce hooks never fire "
+                "inside a replayed graph)"
+            )
+        if not all(group.get("capturable") for group in optimizer.param_groups):
+            raise ValueError("cuda_graphs: whole-step needs an optimizer made with capturable=True")
+        self.loss_fn, self.model, self.optimizer, self.clip, self.warmup = loss_fn, model, optimizer, clip, warmup
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.graphs: dict[tuple, _Graph] = {}
+        self.captures = self.replays = 0
+
+    def __call__(self, batch: dict) -> torch.Tensor:
+        key = _shape_key(batch)
+        entry = self.graphs.get(key)
+        if entry is None:
+            entry = self.graphs[key] = self._capture(batch)
+        else:
+            for name, value in batch.items():
+                if isinstance(value, torch.Tensor):
+                    entry.inputs[name].copy_(value, non_blocking=True)
+        entry.graph.replay()
+        self.replays += 1
+        return entry.loss.detach().clone()  # the next replay overwrites the graph's output
+
+    def _step(self, inputs: dict) -> torch.Tensor:
+        loss = self.loss_fn(self.model, inputs)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.optimizer.step()
+        return loss
+
+    def _capture(self, batch: dict) -> _Graph:
+        for name, value in batch.items():
+            if isinstance(value, torch.Tensor) and value.device.type != "cuda":
+                raise ValueError(
+                    f"cuda_graphs: every batch tensor must be on a CUDA device, {name!r} is on {value.device}"
+                )
+        inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):
+                self._drop_grads()
+                self.loss_fn(self.model, inputs).backward()
+            self._init_optimizer_state()
+        torch.cuda.current_stream().wait_stream(side)
+        self._drop_grads()
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: a loader thread may copy the next batch to the device meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            loss = self._step(inputs)
+        self.captures += 1
+        return _Graph(graph, inputs, loss)
+
+    def _init_optimizer_state(self) -> None:
+        """Create the optimizer's state outside the capture (one step on zero gradients), then reset it to the
+        zeros a fresh optimizer starts from, so the first replayed step is the eager first step."""
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+        decays = [group.get("weight_decay", 0.0) for group in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group["weight_decay"] = 0.0
+        self.optimizer.step()
+        for group, decay in zip(self.optimizer.param_groups, decays):
+            group["weight_decay"] = decay
+        with torch.no_grad():
+            for state in self.optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
+
+    def _drop_grads(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+
+def _shape_key(batch: dict) -> tuple:
+    return tuple(
+        (k, tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else (k, repr(v))
+        for k, v in sorted(batch.items())
+    )

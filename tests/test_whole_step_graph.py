@@ -1,0 +1,64 @@
+"""The whole-step CUDA graph (Pi0.5's `cuda_graphs: whole-step`): what it refuses on the CPU, and on a GPU the
+same losses and weights as the eager step over several steps."""
+
+import pytest
+import torch
+
+from models.pi05 import FAMILY, parse_options
+from models.whole_step_graph import WholeStepGraph
+
+WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 6, "seed": 0, "lr": 1e-3}
+GRAPHS = {"recompute": "none", "attention": "sdpa", "cuda_graphs": "whole-step"}
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+
+
+def build(options: dict, device="cpu", dtype=torch.float32):
+    opts = parse_options(options)
+    model = FAMILY.build("tiny", opts, WORKLOAD, device, dtype, seed=0).model
+    optimizer = FAMILY.optimizer(model, opts, WORKLOAD, "cuda" if device == "cuda" else "cpu")
+    return model, optimizer, FAMILY.make_step(model, optimizer, opts)
+
+
+def test_the_option_makes_a_capturable_optimizer_and_a_graphed_step():
+    model, optimizer, step = build(GRAPHS)
+    assert isinstance(step, WholeStepGraph)
+    assert all(group["capturable"] for group in optimizer.param_groups)
+    _, eager_optimizer, eager_step = build({**GRAPHS, "cuda_graphs": "none"})
+    assert not isinstance(eager_step, WholeStepGraph)
+    assert not any(group["capturable"] for group in eager_optimizer.param_groups)
+
+
+def test_refusals_name_the_reason():
+    opts = parse_options(GRAPHS)
+    assert "CUDA device" in FAMILY.unsupported_reason(opts, "cpu", frozenset())
+    assert FAMILY.unsupported_reason(opts, "cuda", frozenset({"flex-backward"})) is None
+    model, optimizer, step = build(GRAPHS)
+    batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, 0)[0]
+    with pytest.raises(ValueError, match="every batch tensor must be on a CUDA device"):
+        step(batch)
+    plain = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with pytest.raises(ValueError, match="capturable=True"):
+        WholeStepGraph(FAMILY.loss, model, plain)
+    wrapper = torch.nn.Module()
+    wrapper.module = model
+    with pytest.raises(ValueError, match="one process"):
+        WholeStepGraph(FAMILY.loss, wrapper, optimizer)
+    with pytest.raises(Exception, match="cuda_graphs"):
+        parse_options({"cuda_graphs": "yes"})
+
+
+@needs_cuda
+@pytest.mark.parametrize("extra", [{}, {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}}])
+def test_replayed_steps_match_eager_steps(extra):
+    """Five steps from the same weights and batches: the losses and final weights of the replayed graph equal the
+    eager step's (the capturable optimizer computes Adam's bias correction on the device, hence the tolerance)."""
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 5, "cuda", torch.float32, 0)
+    eager_model, _, eager_step = build({**GRAPHS, **extra, "cuda_graphs": "none"}, "cuda")
+    graph_model, _, graph_step = build({**GRAPHS, **extra}, "cuda")
+    eager = [eager_step(b).item() for b in batches]
+    graphed = [graph_step(b).item() for b in batches]
+    assert graph_step.captures == 1 and graph_step.replays == 5
+    assert graphed == pytest.approx(eager, rel=1e-5)
+    assert eager[-1] != pytest.approx(eager[0], rel=1e-3)  # the weights did move
+    for (name, a), b in zip(eager_model.named_parameters(), graph_model.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=name)
