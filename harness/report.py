@@ -235,10 +235,23 @@ def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
     return eval_title(runs[0], workers=False) + "\n" + table
 
 
+def eval_parts_line(result: dict) -> str | None:
+    """The whole suite's speed when it ran in several parts (--resume); the throughput row is the last part's."""
+    total = result.get("throughput_total") or {}
+    if (total.get("parts") or 0) < 2:
+        return None
+    return (
+        f"all {total['parts']} runs together (--resume): {total['episodes']} episodes, {total['env_steps']} env "
+        f"steps in {_num(total.get('wall_s'), '.1f')} s = {_num(total.get('env_steps_per_s'), '.1f')} env steps/s"
+    )
+
+
 def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
-    """Title, success rates and throughput of an evaluation."""
+    """Title, success rates and throughput of an evaluation (with the whole suite's over its runs)."""
     speed = eval_throughput_table(result, fmt)
-    return "\n".join([eval_title(result), success_table(result, fmt, tasks)] + ([speed] if speed else []))
+    parts = eval_parts_line(result)
+    lines = [eval_title(result), success_table(result, fmt, tasks)] + ([speed] if speed else [])
+    return "\n".join(lines + ([parts] if parts else []))
 
 
 def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:

@@ -1,6 +1,7 @@
 """`vlabench eval`: plan the episodes, set up the simulator, build the policy, run the workers and keep the
 result file current (kind "eval": `episodes` appended as they finish, `success_rate` per suite and task,
-`throughput` at the end). A scenario's `eval` block supplies defaults and the rung whose options the
+`throughput` at the end; a resumed file keeps its earlier runs' in `throughput_parts`, their sum with this
+run's in `throughput_total`). A scenario's `eval` block supplies defaults and the rung whose options the
 evaluated model runs with (by default the ladder's final rung).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,7 @@ class EvalConfig:
     scenario: dict | None = None  # {"name", "path", "sha256", "rung"} when run from a scenario
     init_states: dict | None = None  # {(suite, task): states} replacing the stored initial states
     max_steps: int | None = None  # replaces the suites' step limits: short smoke runs, not the protocol
+    stop_after_s: float | None = None  # start no episode after this long; --resume runs the rest
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,9 @@ def eval_block(scenario, rung_name: str | None = None) -> tuple[dict, dict, str]
     return settings, dict(rungs[name].cumulative), name
 
 
-def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list]:
-    """Finished episodes of an earlier run into the same file (for --resume): (ok records, provenances)."""
+def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list, list[dict]]:
+    """Finished episodes of an earlier run into the same file (for --resume): (ok records, provenances,
+    the throughput of every earlier run, oldest first)."""
     try:
         old = json.loads(out.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -120,7 +124,9 @@ def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list]:
                 f"{before.get(key)!r}: use another --out",
             )
     kept = [e for e in old.get("episodes", []) if e.get("status") == "ok"]
-    return kept, [old.get("provenance"), *old.get("provenance_earlier", [])]
+    # A run killed before it wrote its throughput leaves none: its part is missing from the totals.
+    parts = [*old.get("throughput_parts", []), *([old["throughput"]] if old.get("throughput") else [])]
+    return kept, [old.get("provenance"), *old.get("provenance_earlier", [])], parts
 
 
 def default_out(cfg: EvalConfig) -> Path:
@@ -147,7 +153,7 @@ def _target(policy) -> dict:
 def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     from . import sim
     from .policies import make_policy
-    from .runner import EvalRunner, plan_episodes, success_rates, throughput
+    from .runner import EvalRunner, plan_episodes, success_rates, throughput, throughput_total
 
     setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
     progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
@@ -169,9 +175,9 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     needs = PolicyNeeds.of(policy)
 
     out = Path(cfg.out or default_out(cfg))
-    kept, earlier = ([], [])
+    kept, earlier, parts = [], [], []
     if cfg.resume and out.exists():
-        kept, earlier = _load_previous(out, policy.describe())
+        kept, earlier, parts = _load_previous(out, policy.describe())
         done_keys = {(e["suite"], e["task"], e["trial"]) for e in kept}
         kept = [e for e in kept if (e["suite"], e["task"], e["trial"]) in {ep.key for ep in episodes}]
         episodes = [ep for ep in episodes if ep.key not in done_keys]
@@ -210,6 +216,8 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     }
     if earlier:
         header["provenance_earlier"] = earlier
+    if parts:  # in the header, so that a run killed outright still leaves the earlier parts in the file
+        header["throughput_parts"] = parts
     writer = ResultWriter(out, header)
     records = list(kept)
 
@@ -227,6 +235,7 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
         progress=progress,
         on_episode=on_episode,
         video_dir=video_dir,
+        stop_after_s=cfg.stop_after_s,
     )
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
     progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
@@ -238,7 +247,13 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
         new = runner.run(episodes)
     finally:
         speed = throughput(records[len(kept) :], time.perf_counter() - start, runner, policy)
-        writer.set("throughput", {**speed, "utilisation": sampler.stop()})
+        speed["utilisation"] = sampler.stop()
+        if runner.episodes_left:
+            speed["stopped_early"] = {"after_s": cfg.stop_after_s, "episodes_left": runner.episodes_left}
+        final = {"throughput": speed}
+        if parts:
+            final["throughput_total"] = throughput_total([*parts, speed])
+        writer.update(final)
     data = writer.data
     data["_new_episodes"] = len(new)
     data["_path"] = str(out)
@@ -284,6 +299,33 @@ def _videos(text: str | None):
     return chosen
 
 
+def _stop_after(text: str | None) -> float | None:
+    """--stop-after SECONDS: a positive, finite number."""
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is None or not 0 < seconds < float("inf"):
+        raise InputError("--stop-after", None, "a positive number of seconds like 3600", repr(text))
+    return seconds
+
+
+def continue_command(argv: list[str], out: str) -> str:
+    """The command that runs the rest of a stopped evaluation: the same arguments with --out and --resume.
+    The appended --out comes last, so it wins over any spelling of it that argparse took before."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not (arg.startswith("--out=") or arg == "--resume"):
+            kept.append(arg)
+    return shlex.join(["vlabench", *kept, "--out", out, "--resume"])
+
+
 def add_eval_arguments(p) -> None:
     p.add_argument("--suite", help="LIBERO suite(s), comma-separated: " + ", ".join(SUITE_MAX_STEPS))
     p.add_argument("--tasks", help="task indices, comma-separated (default: every task of the suite)")
@@ -303,6 +345,12 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--workers", type=int, help="environment worker processes (default 1)")
     p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
     p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
+    p.add_argument(
+        "--stop-after",
+        metavar="SECONDS",
+        help="start no new episode after this many seconds, let the running ones finish, write the result "
+        "and print the --resume command that runs the rest (exit 0)",
+    )
     p.add_argument(
         "--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, else LIBERO downloads them)"
     )
@@ -381,11 +429,11 @@ def config_from_args(args) -> EvalConfig:
         options=options,
         scenario=scenario,
         max_steps=args.max_steps,
+        stop_after_s=_stop_after(args.stop_after),
     )
 
 
 def cmd_eval(args) -> int:
-    import shlex
     import sys
 
     cfg = config_from_args(args)
@@ -396,6 +444,13 @@ def cmd_eval(args) -> int:
     print()
     print(summary_table(result))
     print(f"\nresult: {result['_path']}")
+    stopped = result["throughput"].get("stopped_early")
+    if stopped:  # a requested stop: exit 0 unless episodes errored
+        command = continue_command(getattr(args, "argv", sys.argv[1:]), result["_path"])
+        print(
+            f"stopped after {stopped['after_s']:g}s (--stop-after) with {stopped['episodes_left']} episodes "
+            f"left; continue with: {command}"
+        )
     errors = sum(e.get("status") == "error" for e in result["episodes"])
     if errors:
         print(

@@ -3,7 +3,9 @@ environment waiting for an action chunk, episode records appended to the result 
 
 A worker that dies (crash, kill, episode timeout) costs its episode, recorded as `error`, and is replaced.
 Episodes that errored count as failed trials in the success rates (as openpi counts an episode that
-raised), and `--resume` runs them again; finished `ok` episodes are kept and skipped.
+raised), and `--resume` runs them again; finished `ok` episodes are kept and skipped. With a time limit
+(`--stop-after`) the runner starts no new episode once it has passed, lets the running ones finish and
+returns; `--resume` runs the rest later.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ class EvalRunner:
         on_episode: Callable[[dict], None] | None = None,
         video_dir: Path | None = None,
         on_demonstration: Callable[[dict, EpisodeSpec, dict], None] | None = None,
+        stop_after_s: float | None = None,
     ):
         self.policy = policy
         self.needs = asdict(PolicyNeeds.of(policy))  # travels in every episode message
@@ -197,6 +200,23 @@ class EvalRunner:
         self.batch_sizes: list[int] = []
         self.crashes = 0  # workers replaced
         self.errors_in_a_row = 0
+        self.stop_after_s = stop_after_s  # seconds from the start of run() after which no episode starts
+        self.episodes_left = 0  # episodes never started because stop_after_s had passed
+
+    def _time_is_up(self, started: float, pending: list, total: int) -> bool:
+        """Whether to stop handing out episodes. Never before the first round is handed out: every run then
+        finishes at least one episode per worker, so a suite split over many short runs always progresses."""
+        if self.stop_after_s is None or not pending or len(pending) == total:
+            return False
+        return time.monotonic() - started >= self.stop_after_s
+
+    def _stop_handing_out(self, pending: list):
+        self.episodes_left = len(pending)
+        running = sum(s.episode is not None for s in self.slots)
+        self.progress(
+            f"stop after {self.stop_after_s:g}s reached: {len(pending)} episodes not started; "
+            f"waiting for the {running} running to finish"
+        )
 
     def _finish(self, slot: _Slot, record: dict, done: list, total: int):
         spec = slot.episode
@@ -276,10 +296,14 @@ class EvalRunner:
         done: list[dict] = []
         self.slots = [_Slot(i, ctx, self.sim_env) for i in range(min(self.n_workers, total))]
         first_wait = None
+        started, handing_out = time.monotonic(), True
         try:
-            while pending or any(s.episode is not None for s in self.slots):
+            while (handing_out and pending) or any(s.episode is not None for s in self.slots):
+                if handing_out and self._time_is_up(started, pending, total):
+                    handing_out = False
+                    self._stop_handing_out(pending)
                 for slot in self.slots:
-                    if slot.episode is None and pending:
+                    if slot.episode is None and pending and handing_out:
                         slot.episode, slot.started = pending.pop(0), time.monotonic()
                         try:
                             slot.conn.send(("episode", {**slot.episode.message(), "needs": self.needs}))
@@ -381,6 +405,20 @@ def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -
     return out
 
 
+def throughput_total(parts: list[dict]) -> dict:
+    """The whole suite's speed over the throughput records of its runs (parts of a resumed evaluation):
+    every part's work counts, so an episode run again after an error counts twice."""
+    wall_s = sum(p.get("wall_s") or 0.0 for p in parts)
+    env_steps = sum(p.get("env_steps") or 0 for p in parts)
+    return {
+        "parts": len(parts),
+        "wall_s": wall_s,
+        "episodes": sum(p.get("episodes") or 0 for p in parts),
+        "env_steps": env_steps,
+        "env_steps_per_s": env_steps / wall_s if wall_s > 0 else None,
+    }
+
+
 def write_video(frames: list, path: Path, fps: int = 10) -> Path:
     """The agentview frames of an episode as MP4 (imageio with ffmpeg) or, failing that, an animated GIF."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -404,6 +442,7 @@ __all__ = [
     "plan_episodes",
     "success_rates",
     "throughput",
+    "throughput_total",
     "write_video",
     "TRIALS",
     "WAIT_STEPS",
