@@ -44,8 +44,8 @@ run_part() {  # $1 part, $2 GPU index; the part's files under /tmp/parts/PART, i
   export OUT=/tmp/parts/$1
   mkdir -p "$OUT"
   case $1 in
-    gpu-tests) python3 -m pytest -q -p no:cacheprovider tests/test_whole_step_graph.py tests/test_pi05_inference.py 2>&1 \
-                 | tail -15 ;;
+    gpu-tests) python3 -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/test_whole_step_graph.py \
+                 tests/test_pi05_inference.py 2>&1 | grep -v "^DEBUG" | tail -60 ;;
     isaac) bash scripts/isaac-gr00t-reference/run.sh ;;
     eval-pi05)
       left=$((${DEADLINE:-560} - ($(date +%s) - started) - ${STOP_MARGIN:-75}))

@@ -50,15 +50,20 @@ def test_refusals_name_the_reason():
 @needs_cuda
 @pytest.mark.parametrize("extra", [{}, {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}}])
 def test_replayed_steps_match_eager_steps(extra):
-    """Five steps from the same weights and batches: the losses and final weights of the replayed graph equal the
-    eager step's (the capturable optimizer computes Adam's bias correction on the device, hence the tolerance)."""
+    """Five steps from the same weights and batches, eager and replayed, with the same (capturable) optimizer: the
+    same losses, and final weights whose difference is a small fraction of how far the steps moved them."""
+    from models.family import standard_step
+
     batches = FAMILY.make_batches("tiny", WORKLOAD, 5, "cuda", torch.float32, 0)
-    eager_model, _, eager_step = build({**GRAPHS, **extra, "cuda_graphs": "none"}, "cuda")
+    eager_model, eager_optimizer, _ = build({**GRAPHS, **extra}, "cuda")
+    eager_step = standard_step(FAMILY.loss, eager_model, eager_optimizer)
     graph_model, _, graph_step = build({**GRAPHS, **extra}, "cuda")
+    initial = [p.detach().clone() for p in graph_model.parameters()]
     eager = [eager_step(b).item() for b in batches]
     graphed = [graph_step(b).item() for b in batches]
     assert graph_step.captures == 1 and graph_step.replays == 5
-    assert graphed == pytest.approx(eager, rel=1e-5)
+    assert graphed == pytest.approx(eager, rel=1e-4), (graphed, eager)
     assert eager[-1] != pytest.approx(eager[0], rel=1e-3)  # the weights did move
-    for (name, a), b in zip(eager_model.named_parameters(), graph_model.parameters()):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=name)
+    for (name, a), b, start in zip(eager_model.named_parameters(), graph_model.parameters(), initial):
+        moved = (a - start).norm().item()
+        assert (b - a).norm().item() <= 0.01 * moved + 1e-7, (name, (b - a).norm().item(), moved)
