@@ -348,9 +348,9 @@ class Pi05Model(nn.Module):
         b, h = x_t.shape[:2]
         suffix_pad = torch.ones((b, h), dtype=torch.bool, device=x_t.device)
         pad = torch.cat([prefix_pad, suffix_pad], dim=1)
-        ar = torch.zeros(pad.shape[1], dtype=torch.int32, device=pad.device)
-        ar[prefix.shape[1]] = 1  # the action block starts a new attention block
-        cum = ar.cumsum(0)[None].expand(b, -1)
+        # cumsum of the autoregressive flags (a single 1 where the action block starts a new attention block),
+        # built on the device without a host-to-device copy (the step may be captured in a CUDA graph)
+        cum = (torch.arange(pad.shape[1], device=pad.device) >= prefix.shape[1]).to(torch.int32)[None].expand(b, -1)
         positions = pad.long().cumsum(1) - 1  # padding does not advance positions
         mask, cos, sin = self._mask_and_rope(pad, cum, pad, cum, positions, prefix.dtype)
         _, suffix_out, _ = self.backbone(prefix, suffix, cond, mask, cos, sin)
