@@ -186,6 +186,11 @@ class Device:
         except OSError:
             pass  # elsewhere the peak counts from process start
 
+    def peak_reserved_bytes(self) -> int | None:
+        """The allocator's peak reserved memory since the last reset (accelerators): unlike the allocated peak it
+        includes a captured CUDA graph's private pool, whose blocks count as free once the capture ends."""
+        return self._api.max_memory_reserved(self.torch_device) if self._api is not None else None
+
     def peak_memory_bytes(self) -> int | None:
         if self._api is not None:
             return self._api.max_memory_allocated(self.torch_device)

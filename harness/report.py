@@ -42,6 +42,9 @@ def floor_note(rung: dict, result: dict) -> str | None:
     return None if share is None else f"{share:.0%} of the kernel floor"
 
 
+RESERVED_NOTE = 1.25  # a rung whose peak reserved memory exceeds its allocated peak by this factor notes it
+
+
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
@@ -79,6 +82,10 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                 n.append(r["loss_parity_note"])
             if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
                 n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")
+            reserved, peak = r.get("peak_reserved_gib"), r.get("peak_memory_gib")
+            if reserved is not None and peak is not None and reserved > RESERVED_NOTE * peak:
+                # a CUDA graph's private pool is reserved, not allocated, once captured: the allocated peak misses it
+                n.append(f"reserved {reserved:.1f} GiB (allocated peak {peak:.1f})")
             n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"])
             prev = r
         notes[r["name"]] = n

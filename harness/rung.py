@@ -219,6 +219,7 @@ def measure(spec: dict) -> dict:
         device.synchronize()
         step_times.append(device.elapsed_s(start, end))
         peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
+        reserved = device.peak_reserved_bytes()
         probe.sample(f"step {i + 1}")
         log(
             f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}"
@@ -248,6 +249,7 @@ def measure(spec: dict) -> dict:
                 "step_times_s": step_times,
                 "losses": [float(x) for x in losses],
                 "peak": peak,
+                "reserved": reserved,
                 "nosync_s": nosync,
                 "buckets": bucket_timings,
             },
@@ -257,6 +259,7 @@ def measure(spec: dict) -> dict:
         step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
         losses = [sum(r["losses"][i] for r in ranks) / len(ranks) for i in range(timed)]
         peak = None if peak is None else max(r["peak"] for r in ranks)
+        reserved = None if reserved is None else max(r["reserved"] for r in ranks)
         nosync_s = statistics.median(max(r["nosync_s"][i] for r in ranks) for i in range(len(nosync)))
         distributed = {
             "world_size": ctx.world_size,
@@ -279,6 +282,7 @@ def measure(spec: dict) -> dict:
         "losses": [float(x) for x in losses],
         "peak_memory_gib": None if peak is None else peak / GIB,
         "peak_memory_kind": "process peak RSS" if spec["backend"] == "cpu" else "peak allocated by torch",
+        "peak_reserved_gib": None if reserved is None else reserved / GIB,
         "mfu": mfu(stats["samples_per_s"] / ctx.world_size, flops, spec.get("peak_flops")),
         "warmup_s": warmup_s,
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),

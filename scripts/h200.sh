@@ -3,7 +3,7 @@
 #   ladder-a: community .. flex-attention        ladder-b: recompute-vit-only .. fp8, with the kernel floor
 #   sweep:    the recompute sweep of pi05-loongforge (batch 16, no compile)
 #   beyond-sweep: the recompute sweep of pi05-beyond at its own batch (32, no compile) and the plan under 120 GiB
-#   beyond:   the pi05-beyond ladder with its kernel floor
+#   beyond:   the pi05-beyond ladder with its kernel floor   beyond-profile: profiles of its best bf16 and FP8 rungs
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 #   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
 # The ladder is split because each compile rung compiles the full model (1-2.5 min) and one call may
@@ -42,6 +42,11 @@ case $part in
   beyond)   vlabench run scenarios/pi05-beyond.yaml --target h200 --out results/h200/pi05-beyond.json --floor \
               --rung-timeout 300 ${RUNGS:+--rungs "$RUNGS"} ${APPEND:+--append} 2>&1 | tee "$out/beyond.log"
             cp results/h200/pi05-beyond.json "$out/"; exit 0 ;;
+  beyond-profile)  # where the best bf16 and FP8 rungs' steps go (compute only)
+            for rung in ${PROFILE_RUNGS:-planned-recompute fp8}; do
+              vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 \
+                --out "$out/pi05-beyond-profile-$rung.json" 2>&1 | grep -v "^USDT" | tee -a "$out/beyond-profile.log"
+            done; exit 0 ;;
   ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \
               --rung-timeout 150 2>&1 | tee "$out/ascend.log"
             cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;

@@ -228,3 +228,20 @@ def test_data_parallel_ladder_table_shows_processes_and_exposed_all_reduce():
     per_layer = next(r for r in result["rungs"] if r["name"] == "compile-per-layer")
     ms = round(1000 * per_layer["exposed_comm_s"])
     assert f"2 processes: {per_layer['samples_per_s'] / 2:.2f} samples/s each; all-reduce exposed {ms} ms" in table
+
+
+def test_a_rung_whose_reserved_memory_dwarfs_its_allocated_peak_says_so():
+    """A captured CUDA graph's pool is reserved, not allocated: the table notes the reserved peak for that rung and
+    stays quiet for a rung whose reserved memory is close to its allocated peak."""
+    from harness.report import rung_notes
+
+    result = load_result(FIXTURES / "ladder-ddp2-h200.json")
+    ok = [r for r in result["rungs"] if r["status"] == "ok"]
+    ok[0]["peak_reserved_gib"] = ok[0]["peak_memory_gib"] * 1.1
+    ok[1]["peak_reserved_gib"] = ok[1]["peak_memory_gib"] * 3
+    notes = rung_notes(result)
+    assert not any("reserved" in n for n in notes[ok[0]["name"]])
+    assert (
+        f"reserved {ok[1]['peak_reserved_gib']:.1f} GiB (allocated peak {ok[1]['peak_memory_gib']:.1f})"
+        in (notes[ok[1]["name"]])
+    )
