@@ -45,6 +45,13 @@ def floor_note(rung: dict, result: dict) -> str | None:
 RESERVED_NOTE = 1.25  # a rung whose peak reserved memory exceeds its allocated peak by this factor notes it
 
 
+def _graph_pool_unrecorded(rung: dict) -> bool:
+    """A rung replaying CUDA graphs, from a result written before peak reserved memory was recorded: its allocated
+    peak leaves out the graph's pool (reserved, not allocated, once captured), so it reads too low."""
+    graphs = (rung.get("options") or {}).get("cuda_graphs")
+    return graphs not in (None, False, "none") and "peak_reserved_gib" not in rung
+
+
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
@@ -80,7 +87,9 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                 )
             if r.get("loss_parity_note"):
                 n.append(r["loss_parity_note"])
-            if prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
+            if _graph_pool_unrecorded(r):
+                n.append("allocated peak misses the CUDA graph's memory pool (reserved memory not in this result)")
+            elif prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
                 n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")
             reserved, peak = r.get("peak_reserved_gib"), r.get("peak_memory_gib")
             if reserved is not None and peak is not None and reserved > RESERVED_NOTE * peak:
@@ -192,10 +201,11 @@ def _utilisation(tp: dict, key: str) -> str:
     return f"{u['mean']:.0f} ({u['p90']:.0f})" if u else "-"
 
 
-def eval_throughput_row(result: dict) -> list[str] | None:
-    """An evaluation's speed: env steps/s of all workers together, one worker's simulator steps/s, the policy
-    calls and their batch, and the policy latency per call (warm-up call left out) and per action chunk."""
-    tp = result.get("throughput") or {}
+def eval_throughput_row(result: dict, tp: dict | None = None) -> list[str] | None:
+    """An evaluation's speed (or one run's, `tp`, of an evaluation resumed over several): env steps/s of all
+    workers together, one worker's simulator steps/s, the policy calls and their batch, and the policy latency
+    per call (warm-up call left out) and per action chunk."""
+    tp = tp if tp is not None else result.get("throughput") or {}
     if not tp.get("env_steps_per_s"):
         return None
     lat = tp.get("policy_latency_s") or {}
@@ -231,15 +241,38 @@ def eval_scaling_table(results: list[dict], fmt: str = "simple") -> str:
     runs = sorted(results, key=eval_workers)
     rows = []
     for r in runs:
-        speed = eval_throughput_row(r)
-        if speed is None:
-            continue
         suites = [
             f"{k} {e['successes']}/{e['trials']}" for k, e in (r.get("success_rate") or {}).items() if "/" not in k
         ]
-        rows.append(speed + ["; ".join(suites)])
+        rows += [row + ["; ".join(suites)] for row in _eval_rows(r)]
     table = tabulate(rows, headers=EVAL_SPEED_HEADERS + ("success",), tablefmt=fmt, disable_numparse=True)
     return eval_title(runs[0], workers=False) + "\n" + table
+
+
+def _eval_rows(result: dict) -> list[list[str]]:
+    """One speed row, or for an evaluation resumed over several runs one per run and the whole suite's."""
+    total = result.get("throughput_total") or {}
+    if (total.get("parts") or 0) < 2:
+        row = eval_throughput_row(result)
+        return [row] if row else []
+    runs = [*result.get("throughput_parts", []), result.get("throughput") or {}]
+    rows = []
+    for i, tp in enumerate(runs, 1):
+        row = eval_throughput_row(result, tp)
+        if row:
+            rows.append([f"{row[0]} (run {i} of {len(runs)})", *row[1:]])
+    workers = (result.get("throughput") or {}).get("workers")
+    rows.append(
+        [
+            f"{workers} (all {total['parts']} runs)",
+            total["episodes"],
+            total["env_steps"],
+            _num(total.get("wall_s"), ".1f"),
+            _num(total.get("env_steps_per_s"), ".1f"),
+        ]
+        + ["-"] * (len(EVAL_SPEED_HEADERS) - 5)
+    )
+    return rows
 
 
 def eval_parts_line(result: dict) -> str | None:

@@ -245,3 +245,34 @@ def test_a_rung_whose_reserved_memory_dwarfs_its_allocated_peak_says_so():
         f"reserved {ok[1]['peak_reserved_gib']:.1f} GiB (allocated peak {ok[1]['peak_memory_gib']:.1f})"
         in (notes[ok[1]["name"]])
     )
+
+
+def test_a_graphed_rung_without_reserved_memory_is_not_given_a_memory_saving():
+    from harness.report import rung_notes
+
+    result = load_result(FIXTURES / "ladder-ddp2-h200.json")
+    ok = [r for r in result["rungs"] if r["status"] == "ok"]
+    ok[1]["options"] = {**ok[1]["options"], "cuda_graphs": "whole-step"}
+    notes = rung_notes(result)[ok[1]["name"]]
+    assert "allocated peak misses the CUDA graph's memory pool (reserved memory not in this result)" in notes
+    assert not any("vs previous" in n and n.startswith("peak") for n in notes)
+
+
+def test_an_evaluation_resumed_over_runs_shows_each_run_and_the_whole_suite():
+    import copy
+
+    from harness.eval.runner import throughput_total
+    from harness.report import eval_scaling_table
+
+    result = load_result(FIXTURES / "eval-random-w10-h200.json")
+    first = copy.deepcopy(result["throughput"])
+    first.update(episodes=6, env_steps=1380, wall_s=30.0, env_steps_per_s=46.0)
+    last = result["throughput"]
+    result["throughput_parts"] = [first]
+    result["throughput_total"] = throughput_total([first, last])
+    rows = [line.split() for line in eval_scaling_table([result]).splitlines()[3:]]
+    assert [r[:4] for r in rows[:2]] == [["10", "(run", "1", "of"], ["10", "(run", "2", "of"]]
+    total = rows[2]
+    assert total[:4] == ["10", "(all", "2", "runs)"]
+    steps, wall = 1380 + last["env_steps"], 30.0 + last["wall_s"]
+    assert total[4:8] == [str(6 + last["episodes"]), str(steps), f"{wall:.1f}", f"{steps / wall:.1f}"]

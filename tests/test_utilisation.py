@@ -46,3 +46,25 @@ def test_cpu_times_are_monotonic():
 def test_summary():
     assert summary([]) is None
     assert summary([10.0, 20.0, 30.0]) == {"mean": 20.0, "p90": 28.0, "samples": 3}
+
+
+@needs_proc
+def test_a_pinned_process_is_measured_on_its_own_cpus():
+    """A process pinned to one CPU that keeps it busy reads close to 100%, however many CPUs the machine has."""
+    import os
+    import subprocess
+
+    if not hasattr(os, "sched_setaffinity") or os.cpu_count() < 2:
+        pytest.skip("needs CPU affinity and two CPUs")
+    cpu = min(os.sched_getaffinity(0))
+    code = (
+        "import os, time, json; from harness.utilisation import UtilisationSampler; "
+        f"os.sched_setaffinity(0, {{{cpu}}}); s = UtilisationSampler(interval_s=0.1).start(); "
+        "t = time.time()\nwhile time.time() - t < 0.8: pass\nprint(json.dumps(s.stop()))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    import json
+
+    record = json.loads(done.stdout)
+    assert record["cpu_source"] == "/proc/stat, the process's CPU affinity (1 CPUs)"
+    assert record["cpu_percent"]["mean"] > 80  # the one CPU was busy (the sampler thread shares it)
