@@ -45,6 +45,15 @@ def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
             walls.append(time.perf_counter() - start)
             waits.append(wait)
     setup.feed.close()
+    return {
+        **kernel_summary(prof, steps, statistics.median(walls), device.backend == "cuda", top),
+        "data_wait_s": statistics.median(waits),
+    }
+
+
+def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: int = 15) -> dict:
+    """Per step of a torch.profiler run over `steps` steps of median wall time `wall_s`: the time the device spent
+    in kernels, the rest (idle: launch gaps, host work, waits), the kernel launches and the top kernels."""
     kernels: dict[str, list[float]] = defaultdict(list)
     for event in prof.events():
         # device-side user annotations (e.g. "Optimizer.step#AdamW.step") span kernels: counting them too would
@@ -52,15 +61,13 @@ def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
         if event.device_type == torch.autograd.DeviceType.CUDA and not is_annotation(event.name):
             kernels[event.name].append(event.device_time_total / 1e6)
     kernel_s = sum(sum(v) for v in kernels.values()) / steps
-    wall_s = statistics.median(walls)
     ranked = sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]
     return {
         "steps": steps,
         "wall_s": wall_s,
         "kernel_s": kernel_s,
-        "device_busy_share": kernel_s / wall_s if device.backend == "cuda" else None,
-        "idle_s": max(0.0, wall_s - kernel_s) if device.backend == "cuda" else None,
-        "data_wait_s": statistics.median(waits),
+        "device_busy_share": kernel_s / wall_s if on_gpu else None,
+        "idle_s": max(0.0, wall_s - kernel_s) if on_gpu else None,
         "kernel_launches": sum(len(v) for v in kernels.values()) / steps,
         "top_kernels": [
             {"name": name[:120], "calls_per_step": len(v) / steps, "ms_per_step": 1e3 * sum(v) / steps}

@@ -4,7 +4,8 @@ Run by run.sh on the device machine with .isaac/ carried (prepare.sh). Both side
 batch of 16 samples (2 views 224x224, a 220-token VL sequence, 50-step action chunks padded to 128-d), the batch
 already on the GPU: forward and backward under bf16 autocast with TF32, gradient clipping at 1.0, torch AdamW
 (foreach) over the fine-tuned parameters (frozen vision and lower LLM layers; the top 4 LLM layers, projector,
-vlln and action head trainable). Warm-up steps excluded; every step between CUDA events.
+vlln and action head trainable). Warm-up steps excluded; every step between CUDA events; then 3 steps of each
+side under torch.profiler (kernel time, device idle, launches, top kernels and host operators per step).
 
 Isaac-GR00T's side is their unmodified code (`Gr00tN1d6`, their collator and their random init), with what it
 takes to run it without flash-attn, applied at run time here and nowhere in vlabench:
@@ -49,6 +50,27 @@ def time_steps(step, batch) -> list[float]:
         if i >= WARMUP:
             times.append(start.elapsed_time(end) / 1000)
     return times
+
+
+def profile_steps(step, batch, steps: int = 3) -> dict:
+    """Where a side's step goes, after its timed steps: kernel time, device idle (launch gaps, host work), kernel
+    launches and top kernels per step (harness/profile.py's summary), and the host operators with the most CPU
+    time of their own."""
+    from harness.profile import kernel_summary
+
+    walls = []
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for i in range(steps):
+            torch.manual_seed(WARMUP + TIMED + i)
+            start = time.perf_counter()
+            step(batch)
+            torch.cuda.synchronize()
+            walls.append(time.perf_counter() - start)
+    summary = kernel_summary(prof, steps, statistics.median(walls), top=10)
+    host = sorted(((e.key, e.self_cpu_time_total) for e in prof.key_averages()), key=lambda kv: -kv[1])[:10]
+    summary["top_host_ops"] = [{"name": k[:120], "self_cpu_ms_per_step": t / 1e3 / steps} for k, t in host]
+    return summary
 
 
 def step_record(model, times: list[float], vl_tokens: int, **extra) -> dict:
@@ -140,8 +162,10 @@ def isaac_step() -> dict:
     batch = {k: v.cuda() if torch.is_tensor(v) else v for k, v in batch.items()}
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-5)
-    times = time_steps(train_step(model, params, optimizer, lambda m, b: m(b)["loss"]), batch)
-    return step_record(model, times, int(batch["input_ids"].shape[1]), built_s=built_s)
+    step = train_step(model, params, optimizer, lambda m, b: m(b)["loss"])
+    times = time_steps(step, batch)
+    profile = profile_steps(step, batch)
+    return step_record(model, times, int(batch["input_ids"].shape[1]), built_s=built_s, profile=profile)
 
 
 def vlabench_step() -> dict:
@@ -165,7 +189,9 @@ def vlabench_step() -> dict:
     step = FAMILY.make_step(model, optimizer, options)  # autocast, backward, clip 1.0, AdamW, zero_grad
     batch = FAMILY.make_batches("full", workload, 1, "cuda", torch.bfloat16, 0)[0]
     prompt = int(batch["input_ids"].shape[1])
-    return step_record(model, time_steps(step, batch), max(prompt, VL_TOKENS), prompt_tokens=prompt)
+    times = time_steps(step, batch)
+    profile = profile_steps(step, batch)
+    return step_record(model, times, max(prompt, VL_TOKENS), prompt_tokens=prompt, profile=profile)
 
 
 def main() -> int:
@@ -182,6 +208,11 @@ def main() -> int:
                 f"{name}: median {1000 * statistics.median(times):.1f} ms (min {1000 * min(times):.1f}, max "
                 f"{1000 * max(times):.1f}), VL {result[name]['vl_tokens']} tokens, "
                 f"{result[name]['trainable'] / 1e9:.3f}B of {result[name]['params'] / 1e9:.3f}B trainable"
+            )
+            p = result[name]["profile"]
+            print(
+                f"  profiled: kernels {1000 * p['kernel_s']:.1f} ms of {1000 * p['wall_s']:.1f} ms per step, "
+                f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms"
             )
         except Exception as e:  # keep the other side's measurement
             import traceback
