@@ -1,5 +1,6 @@
 """recompute-sweep: the configurations it builds and the cost arithmetic of its table."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,19 @@ def test_fp8_converts_only_the_compiled_backbone():
     chosen = fp8_candidates(model, skip=FP8_SKIP + FP8_SKIP_EAGER_VISION)
     assert chosen and all(name.startswith("backbone.layers.") for name in chosen)
     assert len(chosen) == 18 * 10  # q, o, gate, up, down of both streams (K/V are too thin)
+
+
+def test_the_beyond_ladders_recompute_rung_is_the_plan_of_its_sweep():
+    """scenarios/pi05-beyond.yaml's planned-recompute rung holds what `vlabench recompute-plan --budget-gib 120`
+    chooses on that workload's batch-32 sweep (no recompute: 107.9 GiB fits), and a tighter budget would have
+    chosen the cheapest group per GiB that fits instead."""
+    sweep = json.loads((FIXTURES / "sweep-beyond-h200.json").read_text())
+    beyond = load_scenario(Path(__file__).resolve().parent.parent / "scenarios/pi05-beyond.yaml")
+    rung = next(r for r in beyond.ladder if r.name == "planned-recompute")
+    plan = plan_recompute(sweep, 120)
+    assert sweep["workload"]["batch_size"] == beyond.workload_for("h200").as_dict()["batch_size"]
+    assert plan.option == rung.options["recompute"] == "none"
+    rows = {r["group"]: r for r in sweep_rows(sweep)}
+    tight = plan_recompute(sweep, 100)
+    assert tight.groups == ("vit-layers",)
+    assert tight.peak_gib == pytest.approx(plan.base_peak_gib - rows["vit-layers"]["saved_gib"])
