@@ -8,12 +8,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
+export PYTHONUNBUFFERED=1 PIP_LOG=$out/pip.log
+source scripts/device-setup.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu.txt"
 nproc | tee "$out/cpus.txt"
 dataset=/tmp/datasets/libero-synthetic

@@ -9,17 +9,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1
-if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -f "$vendor" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  > /tmp/pip.log 2>&1 || { tail -20 /tmp/pip.log; exit 1; }
-export PYTHONPATH=/tmp/site MUJOCO_GL=egl
-python3 -m pip install -q --no-deps --no-build-isolation -e . >> /tmp/pip.log 2>&1
+export PYTHONUNBUFFERED=1 MUJOCO_GL=egl
+source scripts/device-setup.sh
 log="$out/run.log"
 assets=.whl/libero-assets-spatial-goal.tar.xz
 parts=" ${PARTS:-profile expert pi05} "

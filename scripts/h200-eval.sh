@@ -10,20 +10,8 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 py=${PYTHON:-python3}
 mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1
-if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then  # GL loaders, in case the image lacks them
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -f "$vendor" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
-site=${SITE:-/tmp/site}
-if ! "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
-    > "$out/pip.log" 2>&1; then
-  tail -20 "$out/pip.log"; exit 1
-fi
-export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-"$py" -m pip install -q --no-deps --no-build-isolation -e . >> "$out/pip.log" 2>&1
+export PYTHONUNBUFFERED=1 PYTHON=$py PIP_LOG=$out/pip.log
+source scripts/device-setup.sh
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1; echo "cpus: $(nproc)"
   git rev-parse HEAD 2>&1; git status --porcelain --untracked-files=no 2>&1 | head -5; } > "$out/machine.txt"
 cat "$out/machine.txt"

@@ -12,12 +12,7 @@ out=${OUT:-/tmp/out}
 nproc=${NPROC:-1}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ls .whl-gr00t/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl-gr00t/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
+WHEELS=.whl-gr00t PIP_LOG=$out/pip.log source scripts/device-setup.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu.txt"
 nvidia-smi topo -m >> "$out/gpu.txt" 2>&1
 if [ "${TESTS:-1}" = 1 ]; then

@@ -15,17 +15,9 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
 started=$(date +%s)
-export PYTHONUNBUFFERED=1 VLABENCH_PREPARED=1
-if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then  # GL loaders for EGL rendering
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -f "$vendor" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  > /tmp/pip.log 2>&1 || { tail -20 /tmp/pip.log; exit 1; }
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-deps --no-build-isolation -e . >> /tmp/pip.log 2>&1
+export PYTHONUNBUFFERED=1
+source scripts/device-setup.sh
+export VLABENCH_PREPARED=1  # the parts' scripts skip the setup done once here
 { nvidia-smi --query-gpu=index,name,memory.total --format=csv; nvidia-smi topo -m; lscpu | head -20; } \
   > "$out/machine.txt" 2>&1
 # the two halves: physical cores split in two, each logical CPU with its core (no SMT sibling is shared)

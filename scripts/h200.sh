@@ -13,14 +13,8 @@ set -uo pipefail
 part=$1
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1
-if [ "${VLABENCH_PREPARED:-0}" != 1 ]; then
-  if ls .whl/*.whl >/dev/null 2>&1; then  # wheels carried to a machine without a registry (torchao)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site
-  fi
-  python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1
-fi
+export PYTHONUNBUFFERED=1 PIP_LOG=$out/pip.log
+source scripts/device-setup.sh  # the wheels carried in .whl (torchao), vlabench
 git rev-parse HEAD > "$out/git.txt" 2>&1; git status --porcelain 2>&1 | head -5 >> "$out/git.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu-$part.txt"
 ladder=results/h200/pi05-loongforge.json
