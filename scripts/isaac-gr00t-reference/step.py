@@ -58,19 +58,59 @@ def profile_steps(step, batch, steps: int = 3) -> dict:
     time of their own."""
     from harness.profile import kernel_summary
 
-    walls = []
+    walls, hosts = [], []
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(steps):
             torch.manual_seed(WARMUP + TIMED + i)
             start = time.perf_counter()
             step(batch)
+            hosts.append(time.perf_counter() - start)  # until the host has issued everything
             torch.cuda.synchronize()
             walls.append(time.perf_counter() - start)
     summary = kernel_summary(prof, steps, statistics.median(walls), top=10)
-    host = sorted(((e.key, e.self_cpu_time_total) for e in prof.key_averages()), key=lambda kv: -kv[1])[:10]
-    summary["top_host_ops"] = [{"name": k[:120], "self_cpu_ms_per_step": t / 1e3 / steps} for k, t in host]
+    summary["host_s"] = statistics.median(hosts)
+    averages = prof.key_averages()
+    host = sorted(((e.key, e.self_cpu_time_total, e.count) for e in averages), key=lambda kv: -kv[1])[:15]
+    summary["top_host_ops"] = [
+        {"name": k[:120], "self_cpu_ms_per_step": t / 1e3 / steps, "calls_per_step": n / steps} for k, t, n in host
+    ]
+    # host waits on the device: each one drains the queue the host had built up ahead of the GPU
+    syncs = [e for e in averages if "Synchronize" in e.key or e.key in ("aten::nonzero", "aten::item")]
+    summary["syncs"] = [
+        {"name": e.key, "calls_per_step": e.count / steps, "cpu_ms_per_step": e.cpu_time_total / 1e3 / steps}
+        for e in syncs
+    ]
+    summary["python_top"] = python_profile(step, batch)
     return summary
+
+
+def python_profile(step, batch, top: int = 25) -> dict:
+    """One step under cProfile: the Python functions with the most host time of their own, and those with the most
+    cumulative time (cProfile's overhead inflates both; the ranking is what matters)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    step(batch)
+    torch.cuda.synchronize()
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+
+    def rows(key: int) -> list[dict]:  # stats values: (cc, nc, tottime, cumtime, callers)
+        ranked = sorted(stats.items(), key=lambda kv: -kv[1][key])[:top]
+        return [
+            {
+                "function": f"{Path(f).name}:{line}:{name}"[:120],
+                "calls": v[1],
+                "own_ms": 1e3 * v[2],
+                "cumulative_ms": 1e3 * v[3],
+            }
+            for (f, line, name), v in ranked
+        ]
+
+    return {"by_own_time": rows(2), "by_cumulative_time": rows(3)}
 
 
 def step_record(model, times: list[float], vl_tokens: int, **extra) -> dict:
@@ -199,7 +239,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "batch": BATCH}
+    result = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "batch": BATCH,
+        "vlabench_commit": os.environ.get("VLABENCH_GIT_SHA"),
+        "vlabench_dirty": os.environ.get("VLABENCH_GIT_DIRTY"),
+    }
     for name, run in (("vlabench_community", vlabench_step), ("isaac_gr00t", isaac_step)):
         try:
             result[name] = run()
@@ -212,8 +258,11 @@ def main() -> int:
             p = result[name]["profile"]
             print(
                 f"  profiled: kernels {1000 * p['kernel_s']:.1f} ms of {1000 * p['wall_s']:.1f} ms per step, "
-                f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms"
+                f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms, host done after "
+                f"{1000 * p['host_s']:.1f} ms"
             )
+            for row in p["top_kernels"][:5] + p["top_host_ops"][:8] + p["syncs"] + p["python_top"]["by_own_time"][:12]:
+                print("   ", json.dumps(row))
         except Exception as e:  # keep the other side's measurement
             import traceback
 
