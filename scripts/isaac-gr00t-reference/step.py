@@ -1,11 +1,16 @@
-"""Isaac-GR00T's own N1.6 fine-tuning step beside vlabench's community rung, timed the same way on the same GPU.
+"""Isaac-GR00T's own N1.6 fine-tuning step beside vlabench's rungs, timed the same way on the same GPU.
 
-Run by run.sh on the device machine with .isaac/ carried (prepare.sh). Both sides run one training step per
+Run by run.sh on the device machine with .isaac/ carried (prepare.sh). vlabench's community rung, and its
+cuda-graphs and compile rungs (cumulative, as in scenarios/gr00t-loongforge.yaml), so that their gains can be read
+against the reference's own step in one process as well as against our community rung. Every side runs one training step per
 batch of 16 samples (2 views 224x224, a 220-token VL sequence, 50-step action chunks padded to 128-d), the batch
 already on the GPU: forward and backward under bf16 autocast with TF32, gradient clipping at 1.0, torch AdamW
 (foreach) over the fine-tuned parameters (frozen vision and lower LLM layers; the top 4 LLM layers, projector,
 vlln and action head trainable). Warm-up steps excluded; every step between CUDA events; then 3 steps of each
-side under torch.profiler (kernel time, device idle, launches, top kernels and host operators per step).
+side under torch.profiler (kernel time, device idle, launches, top kernels and host operators per step) and one
+under cProfile. For the reference and our community rung also: per step component (vision, mlp1, LLM, vlln, DiT,
+encoders) the host time of its forward and the aten operations it dispatches, and every host sync by the line that
+caused it.
 
 Isaac-GR00T's side is their unmodified code (`Gr00tN1d6`, their collator and their random init), with what it
 takes to run it without flash-attn, applied at run time here and nowhere in vlabench:
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import collections
 import json
 import os
 import statistics
@@ -32,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, VL_TOKENS, HORIZON, WARMUP, TIMED = 16, 220, 50, 5, 20
@@ -111,6 +118,102 @@ def python_profile(step, batch, top: int = 25) -> dict:
         ]
 
     return {"by_own_time": rows(2), "by_cumulative_time": rows(3)}
+
+
+class OpCensus(TorchDispatchMode):
+    """Counts the aten operations one step dispatches, by the step component running them (`label`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.label = ["outside the components (loss, backward, clipping, optimizer)"]
+        self.counts: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[self.label[-1], func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def component_hooks(components: dict, enter, leave) -> list:
+    """enter(label) before and leave(label) after each component's forward (the hooks return None, so the
+    component's inputs and output are left as they are)."""
+    handles = []
+    for label, module in components.items():
+
+        def pre(module, args, label=label):
+            enter(label)
+
+        def post(module, args, output, label=label):
+            leave(label)
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    return handles
+
+
+def component_profile(step, batch, components: dict) -> dict:
+    """Per step component (the same parts on both sides): the host time its forward takes (one step, hooks
+    only), and the aten operations it dispatches (one step under a dispatch mode; backward, clipping and the
+    optimizer are counted together outside the components)."""
+    host_ms: collections.Counter = collections.Counter()
+    started: dict = {}
+
+    def enter(label):
+        started[label] = time.perf_counter()
+
+    def leave(label):
+        host_ms[label] += 1e3 * (time.perf_counter() - started.pop(label))
+
+    handles = component_hooks(components, enter, leave)
+    start = time.perf_counter()
+    step(batch)
+    host_ms["whole step (host)"] = 1e3 * (time.perf_counter() - start)
+    torch.cuda.synchronize()
+    for h in handles:
+        h.remove()
+
+    census = OpCensus()
+    handles = component_hooks(components, census.label.append, lambda label: census.label.pop())
+    with census:
+        step(batch)
+    torch.cuda.synchronize()
+    for h in handles:
+        h.remove()
+    ops: dict = collections.defaultdict(dict)
+    for (label, op), n in sorted(census.counts.items()):
+        ops[label][op] = n
+    return {
+        "forward_host_ms": dict(host_ms),
+        "ops": {label: {"total": sum(c.values()), "by_op": c} for label, c in ops.items()},
+    }
+
+
+def sync_sites(step, batch) -> dict:
+    """One step with torch's CUDA sync debug mode on: every operation that makes the host wait for the device,
+    counted by the innermost Python line outside torch that caused it (`<autograd thread>` when backward did)."""
+    import traceback
+    import warnings
+
+    sites: collections.Counter = collections.Counter()
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        if "synchronizing" not in str(message):
+            return
+        frames = [
+            f for f in traceback.extract_stack()[:-1] if "/torch/" not in f.filename and "warnings" not in f.filename
+        ]
+        frame = frames[-1] if frames else None
+        where = f"{Path(frame.filename).name}:{frame.lineno}:{frame.name}" if frame else "<autograd thread>"
+        sites[where] += 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step(batch)
+            torch.cuda.synchronize()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return {"total": sum(sites.values()), "by_site": dict(sites.most_common())}
 
 
 def step_record(model, times: list[float], vl_tokens: int, **extra) -> dict:
@@ -205,10 +308,40 @@ def isaac_step() -> dict:
     step = train_step(model, params, optimizer, lambda m, b: m(b)["loss"])
     times = time_steps(step, batch)
     profile = profile_steps(step, batch)
-    return step_record(model, times, int(batch["input_ids"].shape[1]), built_s=built_s, profile=profile)
+    eagle, head = model.backbone.model, model.action_head
+    components = {
+        "vision": eagle.vision_model,
+        "mlp1": eagle.mlp1,
+        "llm": eagle.language_model,
+        "vlln": head.vlln,
+        "dit": head.model,
+        "state_encoder": head.state_encoder,
+        "action_encoder": head.action_encoder,
+        "action_decoder": head.action_decoder,
+    }
+    return step_record(
+        model,
+        times,
+        int(batch["input_ids"].shape[1]),
+        built_s=built_s,
+        profile=profile,
+        components=component_profile(step, batch, components),
+        sync_sites=sync_sites(step, batch),
+    )
 
 
-def vlabench_step() -> dict:
+# vlabench's rungs timed beside the reference (scenarios/gr00t-loongforge.yaml, cumulative), each with the VL
+# sequence left-padded to 220 tokens (masked) so that every side runs the same sequence length (the synthetic
+# prompts are shorter; their collator gives 220 for the instruction)
+COMMUNITY = {"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS}
+RUNGS = {
+    "vlabench_community": COMMUNITY,
+    "vlabench_cuda_graphs": {**COMMUNITY, "cuda_graphs": True},
+    "vlabench_compile": {**COMMUNITY, "cuda_graphs": True, "lm_head": False, "compile": "per-block"},
+}
+
+
+def vlabench_step(rung_options: dict, detail: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     from models.gr00t import FAMILY
 
@@ -221,17 +354,22 @@ def vlabench_step() -> dict:
         "lr": 1e-4,
         "model_size": "full",
     }
-    # the community rung's options, with the VL sequence left-padded to 220 tokens (masked) so that both sides run
-    # the same sequence length (the synthetic prompts are shorter; their collator gives 220 for the instruction)
-    options = FAMILY.parse_options({"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS})
+    options = FAMILY.parse_options(rung_options)
     model = FAMILY.build("full", options, workload, "cuda", torch.bfloat16, 0).model
     optimizer = FAMILY.optimizer(model, options, workload, "cuda")
     step = FAMILY.make_step(model, optimizer, options)  # autocast, backward, clip 1.0, AdamW, zero_grad
     batch = FAMILY.make_batches("full", workload, 1, "cuda", torch.bfloat16, 0)[0]
     prompt = int(batch["input_ids"].shape[1])
     times = time_steps(step, batch)
-    profile = profile_steps(step, batch)
-    return step_record(model, times, max(prompt, VL_TOKENS), prompt_tokens=prompt, profile=profile)
+    extra = {"options": rung_options, "prompt_tokens": prompt, "profile": profile_steps(step, batch)}
+    if detail:
+        components = {
+            name: getattr(model, name)
+            for name in ("vision", "mlp1", "llm", "vlln", "dit", "state_encoder", "action_encoder", "action_decoder")
+        }
+        extra["components"] = component_profile(step, batch, components)
+        extra["sync_sites"] = sync_sites(step, batch)
+    return step_record(model, times, max(prompt, VL_TOKENS), **extra)
 
 
 def main() -> int:
@@ -246,7 +384,8 @@ def main() -> int:
         "vlabench_commit": os.environ.get("VLABENCH_GIT_SHA"),
         "vlabench_dirty": os.environ.get("VLABENCH_GIT_DIRTY"),
     }
-    for name, run in (("vlabench_community", vlabench_step), ("isaac_gr00t", isaac_step)):
+    sides = [(name, lambda o=o, n=name: vlabench_step(o, n == "vlabench_community")) for name, o in RUNGS.items()]
+    for name, run in [*sides, ("isaac_gr00t", isaac_step)]:
         try:
             result[name] = run()
             times = result[name]["step_times_s"]
@@ -261,6 +400,11 @@ def main() -> int:
                 f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms, host done after "
                 f"{1000 * p['host_s']:.1f} ms"
             )
+            if "components" in result[name]:
+                c = result[name]["components"]
+                print("  forward host ms:", {k: round(v, 1) for k, v in c["forward_host_ms"].items()})
+                print("  aten ops:", {k: v["total"] for k, v in c["ops"].items()})
+                print("  syncs:", json.dumps(result[name]["sync_sites"]))
             for row in p["top_kernels"][:5] + p["top_host_ops"][:8] + p["syncs"] + p["python_top"]["by_own_time"][:12]:
                 print("   ", json.dumps(row))
         except Exception as e:  # keep the other side's measurement
@@ -270,11 +414,15 @@ def main() -> int:
             print(result[name]["traceback"])
         torch.cuda.empty_cache()  # the side's model and optimizer went with its function
         args.out.write_text(json.dumps(result, indent=1))
-    if all("step_times_s" in result[k] for k in ("vlabench_community", "isaac_gr00t")):
-        ours = statistics.median(result["vlabench_community"]["step_times_s"])
+    if "step_times_s" in result["isaac_gr00t"]:
         theirs = statistics.median(result["isaac_gr00t"]["step_times_s"])
-        result["ours_over_theirs"] = ours / theirs
-        print(f"vlabench community step / Isaac-GR00T step: {ours / theirs:.3f}")
+        for name in RUNGS:
+            if "step_times_s" in result[name]:
+                ours = statistics.median(result[name]["step_times_s"])
+                result[name]["over_isaac_gr00t"] = ours / theirs
+                print(f"{name} step / Isaac-GR00T step: {ours / theirs:.3f} (speedup {theirs / ours:.2f}x)")
+        if "over_isaac_gr00t" in result["vlabench_community"]:
+            result["ours_over_theirs"] = result["vlabench_community"]["over_isaac_gr00t"]
         args.out.write_text(json.dumps(result, indent=1))
     return 0
 
