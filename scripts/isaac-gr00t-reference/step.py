@@ -194,16 +194,17 @@ def sync_sites(step, batch) -> dict:
     import warnings
 
     sites: collections.Counter = collections.Counter()
+    stacks: dict[str, list[str]] = {}  # each site's first full stack, torch frames included: what synced there
 
     def record(message, category, filename, lineno, file=None, line=None):
         if "synchronizing" not in str(message):
             return
-        frames = [
-            f for f in traceback.extract_stack()[:-1] if "/torch/" not in f.filename and "warnings" not in f.filename
-        ]
+        stack = [f for f in traceback.extract_stack()[:-1] if "warnings" not in f.filename]
+        frames = [f for f in stack if "/torch/" not in f.filename]
         frame = frames[-1] if frames else None
         where = f"{Path(frame.filename).name}:{frame.lineno}:{frame.name}" if frame else "<autograd thread>"
         sites[where] += 1
+        stacks.setdefault(where, [f"{f.filename}:{f.lineno}:{f.name}" for f in stack[-8:]] + [str(message)[:200]])
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -214,7 +215,7 @@ def sync_sites(step, batch) -> dict:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()  # after the mode is off: this wait is the script's, not the step's
-    return {"total": sum(sites.values()), "by_site": dict(sites.most_common())}
+    return {"total": sum(sites.values()), "by_site": dict(sites.most_common()), "stacks": stacks}
 
 
 def step_record(model, times: list[float], vl_tokens: int, **extra) -> dict:
