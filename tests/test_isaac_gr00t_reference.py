@@ -1,0 +1,57 @@
+"""The comparison with Isaac-GR00T's own training step (scripts/isaac-gr00t-reference/step.py): the docs' tables
+are the ones its --table prints from the committed results, and its summary reads the results as documented."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts/isaac-gr00t-reference/step.py"
+RESULTS = sorted((ROOT / "results/h200/reference").glob("isaac-gr00t-step-run*.json"))
+
+
+def load_step_script():
+    spec = importlib.util.spec_from_file_location("isaac_gr00t_step", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def docs_block() -> str:
+    text = (ROOT / "docs/gr00t.md").read_text()
+    start, end = "<!-- isaac-gr00t-step tables -->\n", "\n<!-- end isaac-gr00t-step tables -->"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+def test_the_docs_show_the_tables_the_script_prints_from_the_committed_results():
+    assert len(RESULTS) == 2
+    printed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--table", *map(str, RESULTS)], capture_output=True, text=True, check=True
+    ).stdout
+    assert docs_block() == printed.strip()
+
+
+def test_the_reference_step_pools_both_of_its_measurements_and_the_script_notice_is_no_sync():
+    step = load_step_script()
+    result = {
+        "isaac_gr00t": {"step_times_s": [0.2, 0.3, 0.4]},
+        "isaac_gr00t_again": {"step_times_s": [0.5, 0.6]},
+    }
+    assert step.reference_median(result) == 0.4  # the median of all five, not of the first three
+    assert step.reference_median({**result, "isaac_gr00t_again": {"error": "OOM"}}) == 0.3
+    assert not step.is_real_sync("step.py:212:sync_sites")  # the debug mode's own first-use notice
+    assert step.is_real_sync("modeling_siglip2.py:1103:forward")
+
+
+def test_the_summary_sets_each_rung_against_the_pooled_reference_and_our_community_rung():
+    step = load_step_script()
+    times = {"isaac_gr00t": 0.3, "isaac_gr00t_again": 0.5, "vlabench_community": 0.36}
+    times |= {"vlabench_cuda_graphs": 0.2, "vlabench_compile": 0.16}
+    result = {key: {"step_times_s": [t] * 3} for key, t in times.items()} | {"vlabench_commit": "abc1234"}
+    row = step.render_summary({"r": result}).splitlines()[-1]
+    # pooled reference 0.4 s: community 0.90 of it; cuda-graphs 2.00x over it, 1.80x over community
+    assert (
+        row
+        == "| r (abc1234) | 400.0 ms (300.0, 500.0) | 360.0 ms | 200.0 ms | 160.0 ms | 0.90 | 2.00x (1.80x) | 2.50x (2.25x) |"
+    )
