@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-WARMUP = 3  # eager forward/backward passes before a capture (torch's documented recipe)
+from .graph_capture import WARMUP, shape_key, warm_up
 
 
 @dataclass
@@ -59,7 +59,7 @@ class WholeStepGraph:
         self.captures = self.replays = 0
 
     def __call__(self, batch: dict) -> torch.Tensor:
-        key = _shape_key(batch)
+        key = shape_key(batch)
         entry = self.graphs.get(key)
         if entry is None:
             entry = self.graphs[key] = self._capture(batch)
@@ -85,15 +85,7 @@ class WholeStepGraph:
                     f"cuda_graphs: every batch tensor must be on a CUDA device, {name!r} is on {value.device}"
                 )
         inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(self.warmup):
-                self._drop_grads()
-                self.loss_fn(self.model, inputs).backward()
-            self._init_optimizer_state()
-        torch.cuda.current_stream().wait_stream(side)
-        self._drop_grads()
+        warm_up(self.warmup, self.loss_fn, self.model, inputs, self.params, then=self._init_optimizer_state)
         graph = torch.cuda.CUDAGraph()
         # thread_local: a loader thread may copy the next batch to the device meanwhile
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
@@ -117,14 +109,3 @@ class WholeStepGraph:
                 for value in state.values():
                     if isinstance(value, torch.Tensor):
                         value.zero_()
-
-    def _drop_grads(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-
-def _shape_key(batch: dict) -> tuple:
-    return tuple(
-        (k, tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else (k, repr(v))
-        for k, v in sorted(batch.items())
-    )

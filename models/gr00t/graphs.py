@@ -32,9 +32,8 @@ import torch.distributed as dist
 from torch import nn
 
 from ..family import DdpFlags
+from ..graph_capture import WARMUP, shape_key, warm_up
 from .model import pad_vl
-
-WARMUP = 3  # eager iterations before a capture (torch's documented recipe; LoongForge's default)
 
 
 @dataclass
@@ -141,7 +140,7 @@ class GraphedStep:
                     f"cuda_graphs: every batch entry must be a CUDA tensor, {key!r} is "
                     f"{value.device if isinstance(value, torch.Tensor) else type(value).__name__}"
                 )
-        shape = tuple((k, tuple(v.shape), v.dtype, v.device) for k, v in sorted(batch.items()))
+        shape = shape_key(batch)
         entry = self.graphs.get(shape)
         if entry is None:
             entry = self.graphs[shape] = self._capture(batch)
@@ -162,14 +161,7 @@ class GraphedStep:
         # The warm-up draws dropout masks; fork_rng puts the generator back, so the replay below draws what an
         # eager step would.
         with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), no_sync, _autocast_cache_off():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(self.warmup):
-                    self._drop_grads()
-                    self.loss_fn(self.module, inputs).backward()
-            torch.cuda.current_stream().wait_stream(side)
-            self._drop_grads()  # backward inside the capture then allocates the gradients in the graph's pool
+            warm_up(self.warmup, self.loss_fn, self.module, inputs, self.params)
             graph = torch.cuda.CUDAGraph()
             # thread_local: the async input pipeline's thread may copy the next batch to the device meanwhile
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
@@ -177,7 +169,3 @@ class GraphedStep:
                 loss.backward()
         self.captures += 1
         return Captured(graph, inputs, loss, [p.grad for p in self.params])
-
-    def _drop_grads(self) -> None:
-        for p in self.params:
-            p.grad = None
