@@ -44,6 +44,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, VL_TOKENS, HORIZON, WARMUP, TIMED = 16, 220, 50, 5, 20
 BASE_INSTRUCTION = "pick up the black bowl between the plate and the ramekin and place it on the plate"
+# the step components profiled on both sides (our module names; the reference's are mapped onto them)
+COMPONENTS = ("vision", "mlp1", "llm", "vlln", "dit", "state_encoder", "action_encoder", "action_decoder")
 
 
 def time_steps(step, batch) -> list[float]:
@@ -369,10 +371,7 @@ def vlabench_step(rung_options: dict, detail: bool) -> dict:
     times = time_steps(step, batch)
     extra = {"options": rung_options, "prompt_tokens": prompt, "profile": profile_steps(step, batch)}
     if detail:
-        components = {
-            name: getattr(model, name)
-            for name in ("vision", "mlp1", "llm", "vlln", "dit", "state_encoder", "action_encoder", "action_decoder")
-        }
+        components = {name: getattr(model, name) for name in COMPONENTS}
         extra["components"] = component_profile(step, batch, components)
         extra["sync_sites"] = sync_sites(step, batch)
     return step_record(model, times, max(prompt, VL_TOKENS), **extra)
@@ -385,7 +384,6 @@ SIDE_NAMES = {
     "vlabench_compile": "vlabench compile",
     "isaac_gr00t_again": "Isaac-GR00T N1.6 again, after vlabench's rungs",
 }
-COMPONENTS = ("vision", "mlp1", "llm", "vlln", "dit", "state_encoder", "action_encoder", "action_decoder")
 
 
 def reference_median(result: dict) -> float:
