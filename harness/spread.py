@@ -1,0 +1,136 @@
+"""Intervals that include the spread between processes, and the one slowdown rule every verdict uses.
+
+A rung's speed moves between processes and hosts (launch-bound eager steps most: the host's dispatch speed
+differs from one process to the next) far more than between the steps of one process. So where a figure has
+repeats (one fresh process each), its interval comes from the repeats: a Student-t interval over the log of
+the per-repeat figures, which holds for the few repeats a device budget allows (3 to 5). Where both sides are
+single runs, nothing is known about the spread between processes, and the interval falls back on the steps
+of each run (a bootstrap): it then says only how noisy the steps were, and the verdict says so.
+
+Throughput here is the whole step-time distribution: samples over total time (batch x steps / sum of step
+times), so a slower tail of steps counts as fully as a uniformly slower step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SLOWER, WITHIN_NOISE, NOT_SLOWER = "slower", "within noise", "not slower"
+
+
+def whole_rate(step_times_s: list[float], samples_per_step: float) -> float:
+    """Samples per second over the whole run: every step's time counts, the slow tail included."""
+    return samples_per_step * len(step_times_s) / sum(step_times_s)
+
+
+def _t_cdf(x: float, df: int) -> float:
+    """Student-t CDF by Simpson integration of the density from 0 (exact enough for quantiles to 1e-6)."""
+    if x == 0:
+        return 0.5
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def pdf(t):
+        return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
+
+    n, a = 2000, abs(x)
+    h = a / n
+    s = pdf(0) + pdf(a) + sum((4 if i % 2 else 2) * pdf(i * h) for i in range(1, n))
+    half = min(0.5, s * h / 3)
+    return 0.5 + half if x > 0 else 0.5 - half
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t with `df` degrees of freedom (p in (0.5, 1))."""
+    if not 0.5 < p < 1 or df < 1:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio (current over baseline, or one rung over another) with its interval and where that came from."""
+
+    value: float
+    low: float
+    high: float
+    method: str  # "repeats" (t over per-repeat figures), "steps" (bootstrap of one run's steps) or "point"
+    df: int = 0
+
+    def text(self) -> str:
+        return f"{self.value - 1:+.1%} [{self.low - 1:+.1%}, {self.high - 1:+.1%}]"
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def _var(xs):
+    m = _mean(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def geometric_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """Geometric mean of positive per-repeat figures with a t interval of the log; None for fewer than 2."""
+    if len(values) < 2:
+        return None
+    logs = [math.log(v) for v in values]
+    m, half = _mean(logs), t_quantile(0.5 + confidence / 2, len(logs) - 1) * math.sqrt(_var(logs) / len(logs))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def repeats_ratio(current: list[float], baseline: list[float], confidence: float = 0.95) -> Ratio | None:
+    """Ratio of two sets of per-repeat figures (geometric means) with a pooled two-sample t interval of the
+    log ratio: the spread between repeats is estimated from every side that has repeats (the same rung on the
+    same target spreads alike), so one side may be a single run. None when neither side has two repeats."""
+    df = len(current) + len(baseline) - 2
+    if df < 1 or (len(current) < 2 and len(baseline) < 2):
+        return None
+    lc, lb = [math.log(v) for v in current], [math.log(v) for v in baseline]
+    ss = sum((x - _mean(lc)) ** 2 for x in lc) + sum((x - _mean(lb)) ** 2 for x in lb)
+    se = math.sqrt(ss / df * (1 / len(lc) + 1 / len(lb)))
+    d, half = _mean(lc) - _mean(lb), t_quantile(0.5 + confidence / 2, df) * se
+    return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), "repeats", df)
+
+
+def paired_ratio(ratios: list[float], confidence: float = 0.95) -> Ratio | None:
+    """Geometric mean of paired ratios (A/B pairs run back to back) with a t interval; None for one pair."""
+    g = geometric_interval(ratios, confidence)
+    return None if g is None else Ratio(*g, "pairs", len(ratios) - 1)
+
+
+def steps_ratio(
+    current: list[float],
+    baseline: list[float],
+    cur_samples: float,
+    base_samples: float,
+    confidence: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> Ratio:
+    """Whole-run throughput ratio of two single runs from their step times, with a percentile bootstrap that
+    resamples each run's steps independently (a fixed seed: the same inputs give the same verdict)."""
+    import numpy as np
+
+    cur, base = np.asarray(current, dtype=float), np.asarray(baseline, dtype=float)
+    rng = np.random.default_rng(seed)
+    cur_mean = rng.choice(cur, size=(resamples, cur.size)).mean(axis=1)
+    base_mean = rng.choice(base, size=(resamples, base.size)).mean(axis=1)
+    scale = cur_samples / base_samples
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(scale * base_mean / cur_mean, [tail, 100 - tail])
+    return Ratio(float(scale * base.mean() / cur.mean()), float(low), float(high), "steps")
+
+
+def slowdown(ratio: Ratio, tolerance: float) -> str:
+    """The one rule: SLOWER when the point estimate is slower than the tolerance allows and the interval
+    excludes no change (the upper end is below 1); WITHIN_NOISE when only the first holds."""
+    if ratio.value < 1 - tolerance:
+        return SLOWER if ratio.high < 1 else WITHIN_NOISE
+    return NOT_SLOWER
