@@ -43,6 +43,8 @@ def cmd_run(args) -> int:
     out = args.out or _default_out(scenario.name, target.name)
     if args.nproc < 1:
         return _fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
+    if args.repeats < 1:
+        return _fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
     result = run_scenario(
         scenario,
         target,
@@ -54,6 +56,7 @@ def cmd_run(args) -> int:
         nproc=args.nproc,
         torchrun_args=shlex.split(args.torchrun_args or ""),
         floor=args.floor,
+        repeats=args.repeats,
     )
     print()
     print(ladder_table(result))
@@ -399,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="record a rung as error if it runs longer than S seconds",
+    )
+    run.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each rung N times, each in a fresh process, in rounds with the rung order rotated; every "
+        "figure is then the median over the repeats with an interval that includes their spread",
     )
     run.add_argument(
         "--nproc",
