@@ -46,12 +46,14 @@ def _check_args(args) -> None:
 
 
 def cmd_make_dataset(args) -> int:
+    from ..outputs import check_writable
     from .lerobot_format import libero_features
     from .synthetic import synthetic_episodes
     from .writer import Progress, WriteSettings, check_target, write_dataset
 
     _check_args(args)
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
+    check_writable(args.out)  # the dataset is written beside --out, then renamed into place
     if args.source == "libero":
         from ..eval.main import _int_list
         from .libero_source import libero_episodes
