@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from .timing import percentile, summarize_steps
+from .timing import summarize_steps
 
 TOLERANCE = 0.01  # relative: the stored figures are exact, this only absorbs rounding by other writers
 
@@ -63,7 +63,7 @@ def _check_steps(record: dict, samples: int, key: str, median: bool = True) -> N
     """The record's step-time figures against its own step times (samples / t per step); with `median` off,
     the median figures are left alone (a rung with repeats states the median over its repeats)."""
     stats = summarize_steps(record["step_times_s"], samples)
-    how = f"{samples} samples / step_times_s"
+    how = f"{samples} samples / t over step_times_s"
     if median:
         _agree(f"{key}.samples_per_s", record["samples_per_s"], stats["samples_per_s"], f"the median of {how}")
         _agree(f"{key}.step_time_s", record.get("step_time_s"), stats["step_time_s"], "the median of step_times_s")
@@ -87,7 +87,7 @@ def _check_rung(rung: dict, samples: int) -> None:
         raise Mismatch(
             f"{key}.step_times_s",
             f"the ok repeats' step times one after another ({len(pooled)} steps)",
-            f"{len(rung['step_times_s'])} other steps" if len(rung["step_times_s"]) != len(pooled) else "other steps",
+            f"{len(rung['step_times_s'])} steps" if len(rung["step_times_s"]) != len(pooled) else "other step times",
         )
     median = statistics.median(r["samples_per_s"] for _, r in ok)
     _agree(f"{key}.samples_per_s", rung["samples_per_s"], median, f"the median of {len(ok)} ok repeats' samples_per_s")
@@ -101,17 +101,17 @@ def _check_speedups(rungs: list[dict]) -> None:
     for rung in rungs:
         if rung["status"] != "ok":
             continue
-        _speedup(rung, "speedup_vs_baseline", base, "the first rung")
-        _speedup(rung, "speedup_vs_previous", prev, "the previous ok rung")
+        _speedup(rung, "speedup_vs_baseline", base, f"the first rung, {rungs[0]['name']}, is not ok")
+        _speedup(rung, "speedup_vs_previous", prev, "no ok rung before it")
         prev = rung
 
 
-def _speedup(rung: dict, field: str, other: dict | None, what: str) -> None:
+def _speedup(rung: dict, field: str, other: dict | None, why_none: str) -> None:
     key, found = f"rungs.{rung['name']}.{field}", rung.get(field)
     if found is None:
         return  # not computed (e.g. a ladder run from a later rung has no baseline): nothing stated
     if other is None:
-        raise Mismatch(key, f"null (no ok {what} to compare with)", _num(found))
+        raise Mismatch(key, f"null ({why_none})", _num(found))
     expected = rung["samples_per_s"] / other["samples_per_s"]
     _agree(key, found, expected, f"samples_per_s over that of {other['name']}")
 
@@ -126,7 +126,7 @@ def _check_success_rates(data: dict) -> None:
     for name, entry in data["success_rate"].items():
         key = f"success_rate.{name}"
         expected = counted.get(name, {"successes": 0, "trials": 0, "errors": 0})
-        for field in ("successes", "trials", "errors"):
+        for field in ("trials", "successes", "errors"):
             if field in entry and entry[field] != expected[field]:
                 raise Mismatch(f"{key}.{field}", f"{expected[field]} (from the stored episodes)", str(entry[field]))
         for field in ("rate", "wilson_low", "wilson_high"):
