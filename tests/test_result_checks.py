@@ -133,19 +133,19 @@ def test_untampered_results_show_and_gate(original, capsys):
 # A rung measured in 3 processes (repeats): uneven step counts, so the median over repeats (the rung's
 # figure) differs from the median of the pooled steps.
 BATCH = 8
-REPEAT_STEPS = [
-    [0.100, 0.101, 0.099, 0.102, 0.100, 0.098, 0.101, 0.100],
-    [0.110, 0.111, 0.109, 0.112],
-    [0.130, 0.131, 0.129, 0.128],
-]
+REPEAT_STEPS = (
+    (0.100, 0.101, 0.099, 0.102, 0.100, 0.098, 0.101, 0.100),
+    (0.110, 0.111, 0.109, 0.112),
+    (0.130, 0.131, 0.129, 0.128),
+)
 
 
 def repeats_result(failed_repeat: bool = False) -> dict:
-    repeats = [{"status": "ok", **summarize_steps(s, BATCH), "step_times_s": s} for s in REPEAT_STEPS]
+    repeats = [{"status": "ok", **summarize_steps(s, BATCH), "step_times_s": list(s)} for s in REPEAT_STEPS]
     if failed_repeat:
         repeats.insert(1, {"status": "error", "reason": "process died"})
     pooled = [t for s in REPEAT_STEPS for t in s]
-    base = {"status": "ok", **summarize_steps(REPEAT_STEPS[0], BATCH), "step_times_s": REPEAT_STEPS[0]}
+    base = {"status": "ok", **summarize_steps(REPEAT_STEPS[0], BATCH), "step_times_s": list(REPEAT_STEPS[0])}
     rungs = [
         {**base, "name": "eager", "speedup_vs_baseline": 1.0, "speedup_vs_previous": None},
         {
@@ -221,3 +221,52 @@ def test_a_tampered_repeats_record_is_refused(change, key, tmp_path, capsys):
     data = repeats_result()
     change(data)
     assert refused(tmp_path, capsys, original, data).startswith(f"{key}: expected ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show"],
+        ["gate", "--baseline", "GOOD"],
+        ["compare"],
+        ["report", "--out", "OUT"],
+        ["record", "--results-dir", "OUT"],
+    ],
+)
+def test_every_command_refuses_a_figure_off_its_data(command, tmp_path, capsys):
+    data = json.loads(LADDER.read_text())
+    rung(data, "fp8")["samples_per_s"] *= 1.5
+    path = tmp_path / "fp8-x1.5.json"
+    path.write_text(json.dumps(data))
+    args = [str(LADDER) if a == "GOOD" else str(tmp_path / "out") if a == "OUT" else a for a in command]
+    assert main([args[0], str(path), *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vlabench: error: {path}: rungs.fp8.samples_per_s: expected ") and len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+SCHEMA_BROKEN = [
+    (lambda d: graphs(d)["repeats"][0]["step_times_s"].__setitem__(0, 0.0), "rungs[1].repeats[0].step_times_s[0]"),
+    (lambda d: graphs(d)["repeats"][2].pop("samples_per_s"), "rungs[1].repeats[2].samples_per_s"),
+    (lambda d: graphs(d).update(speedup_vs_baseline="1.2x"), "rungs[1].speedup_vs_baseline"),
+]
+
+
+@pytest.mark.parametrize("change, key", SCHEMA_BROKEN, ids=[k for _, k in SCHEMA_BROKEN])
+def test_malformed_repeats_and_speedups_are_refused_by_the_schema(change, key, tmp_path, capsys):
+    data = repeats_result()
+    change(data)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vlabench: error: {path}: {key}: expected ") and len(err.splitlines()) == 1
+
+
+def test_a_malformed_episode_is_refused_by_the_schema(tmp_path, capsys):
+    data = json.loads(EVAL.read_text())
+    del data["episodes"][3]["suite"]
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(data))
+    assert main(["show", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"vlabench: error: {path}: episodes[3].suite: expected a value")
