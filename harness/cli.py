@@ -545,6 +545,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
     rep.set_defaults(func=cmd_report)
 
+    from .gate_power import add_gate_power_arguments, cmd_gate_power
+
+    power = sub.add_parser(
+        "gate-power", help="how the speed gate decides on the committed results: injected changes, same-code repeats"
+    )
+    add_gate_power_arguments(power)
+    power.set_defaults(func=cmd_gate_power)
+
     from .eval.main import add_eval_arguments, cmd_eval
 
     ev = sub.add_parser("eval", help="LIBERO closed-loop evaluation (openpi protocol) with parallel env workers")
