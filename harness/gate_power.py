@@ -104,7 +104,7 @@ def _cell(counter: Counter) -> str:
 def injected_table(results: list[dict], limits: Limits, fmt: str = "github") -> str:
     counts = injected_counts(results, limits)
     headers = ["change to the rung", *(f"probe {c:+.0%}" for c in PROBE_CHANGES)]
-    rows = [[label, *(_cell(counts[(label, c)]) for c in PROBE_CHANGES)] for label, _ in INJECTIONS]
+    rows = [[label, *(_cell(counts.get((label, c), Counter())) for c in PROBE_CHANGES)] for label, _ in INJECTIONS]
     return tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
 
 
@@ -131,7 +131,10 @@ def one_repeat(result: dict, k: int) -> dict:
 def same_code_rows(repo: Path, limits: Limits) -> list[list[str]]:
     rows = []
     for label, files in SAME_CODE:
-        runs = [load_result(repo / "results" / "h200" / f) for f in files]
+        paths = [repo / "results" / "h200" / f for f in files]
+        if not all(p.exists() for p in paths):
+            continue  # a checkout without these runs (e.g. a test's repository)
+        runs = [load_result(p) for p in paths]
         pairs = [(i, j) for i in range(len(runs)) for j in range(len(runs)) if i != j]
         repeated = any("repeats" in r for run in runs for r in run["rungs"])
         if repeated:  # the k-th repeat of one run against the k-th of the other, as single runs

@@ -79,3 +79,21 @@ def combine(repeats: list[dict], samples_per_step: int) -> dict:
     if failed:
         record["failed_repeats"] = failed
     return record
+
+
+def run_of(record: dict) -> str | None:
+    """Which `vlabench run` measured a rung (its run id, or its start time in results before run ids)."""
+    measured = record.get("measured") or {}
+    return measured.get("run_id") or measured.get("created_at")
+
+
+def same_run(a: dict, b: dict) -> bool:
+    """Whether two rungs were measured in one run (a ratio of rungs of different runs, e.g. parts merged with
+    --append from other calls or machines, mixes their machines' states)."""
+    ra, rb = run_of(a), run_of(b)
+    return ra is None or rb is None or ra == rb
+
+
+def per_repeat(record: dict, key: str = "samples_per_s") -> list[float]:
+    """A figure of each ok repeat (one value for a rung without repeats)."""
+    return [r[key] for r in ok_repeats(record)]

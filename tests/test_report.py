@@ -52,7 +52,7 @@ def test_report_writes_markdown_with_tables_figures_and_verdicts(tmp_path, capsy
     assert cells[1] == "ok" and float(cells[2].split()[0]) == round(fp8["samples_per_s"], 2)
     assert float(cells[3].rstrip("x")) == round(fp8["samples_per_s"] / base["samples_per_s"], 2)
     assert table_row(text, "vit-layers")[1] == "vision.layers.*"  # the recompute sweep's table
-    assert "| LoongForge bf16 " in text and "| reproduced " in text  # comparison with verdicts
+    assert "| LoongForge bf16 " in text and "| single run " in text  # comparison with verdicts
     images = ["ladder-h200-waterfall.png", "ladder-h200-rungs.png", "pi05-loongforge-hardware.png"]
     for name in images:
         assert f"]({name})" in text
@@ -142,12 +142,14 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     readme_md, results_md = tmp_path / "README.md", tmp_path / "docs" / "results.md"
     readme_md.write_text(f"# x\n\n{readme.HEADLINE_BEGIN}\nold\n{readme.HEADLINE_END}\n\nafter\n")
     results_md.write_text(f"# r\n\n{readme.BEGIN}\nold\n{readme.END}\n")
+    (tmp_path / "docs" / "gates.md").write_text(f"# g\n\n{readme.POWER_BEGIN}\nold\n{readme.POWER_END}\n")
     figure = "results/figures/pi05-loongforge-h200-waterfall.png"
-    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", figure]
+    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", "docs/gates.md", figure]
     assert main(["readme", "--repo", str(tmp_path), "--check"]) == 1
     assert "old" in readme_md.read_text() and "old" in results_md.read_text()  # a check changes nothing
     assert not (tmp_path / figure).exists()
-    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", figure]
+    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", "docs/gates.md", figure]
+    assert "10% slower" in (tmp_path / "docs" / "gates.md").read_text()  # the injected-change table
     result = load_result(H200)
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]
     top, full = readme_md.read_text(), results_md.read_text()
@@ -168,7 +170,7 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     changed = json.loads(Path(H200).read_text())
     faster(rung(changed, "fp8"), 1.5, changed["workload"]["batch_size"])
     (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_text(json.dumps(changed))
-    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md"]
+    assert readme.update_readme(tmp_path, check=True)[:2] == ["README.md", "docs/results.md"]
 
 
 def test_update_readme_without_markers_says_which_file_in_one_line(tmp_path, capsys):
