@@ -297,7 +297,7 @@ def cmd_readme(args) -> int:
     if args.check and changed:
         print(f"stale: {', '.join(map(str, changed))}: run `vlabench readme`", file=sys.stderr)
         return EXIT_FAILED
-    print(f"updated: {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md are current")
+    print(f"updated: {', '.join(map(str, changed))}" if changed else "the generated pages are current")
     return EXIT_OK
 
 
