@@ -1,4 +1,5 @@
-"""Pi0.5 dimensions: `full` is the real model (openpi/LeRobot dimensions), `tiny` keeps every structure with small widths."""
+"""Pi0.5 dimensions: `full` is the real model (openpi/LeRobot dimensions), `small` keeps every structure at a size
+that trains LIBERO from scratch on one GPU (docs/training.md), `tiny` keeps every structure with widths for CPU tests."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ class Pi05Config:
     rope_theta: float = 10000.0
     time_min_period: float = 4e-3
     time_max_period: float = 4.0
+    # FP8 converts a linear only when both its sides have at least this many features (models/fp8.py explains
+    # the default); a small model lowers it so that the fp8 rung still trains its linears in FP8
+    fp8_min_features: int = 1024
 
     def __post_init__(self):
         if self.llm.layers != self.expert.layers:
@@ -66,4 +70,16 @@ TINY = Pi05Config(
     vocab=512,
 )
 
-SIZES = {"full": FULL, "tiny": TINY}
+# Every Pi0.5 structure (SigLIP/14 on 112x112 images, 64 tokens per camera; a Gemma prefix stream with MQA and
+# the task prompt with the discretised state; the action expert with adaRMS; flow matching) at ~30M parameters.
+# Every linear dimension is a multiple of 16 (FP8 GEMMs), heads of 64 (FlashAttention, FlexAttention), and the
+# byte vocabulary (UTF-8 bytes from 3; the byte tokenizer needs 259) rounded up to 512.
+SMALL = Pi05Config(
+    vision=VisionConfig(image_size=112, width=384, layers=4, heads=6, mlp=1536),
+    llm=GemmaConfig(width=512, layers=4, mlp=2048, heads=8, kv_heads=1, head_dim=64),
+    expert=GemmaConfig(width=256, layers=4, mlp=1024, heads=8, kv_heads=1, head_dim=64),
+    vocab=512,
+    fp8_min_features=256,
+)
+
+SIZES = {"full": FULL, "small": SMALL, "tiny": TINY}

@@ -81,7 +81,8 @@ def fuse_gate_up(model: Pi05Model) -> None:
 def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
     if options.linear != "fp8":
         return []
-    return apply_fp8(model, options.fp8_recipe, skip=FP8_SKIP + FP8_SKIP_EAGER_VISION)
+    skip = FP8_SKIP + FP8_SKIP_EAGER_VISION
+    return apply_fp8(model, options.fp8_recipe, min_features=model.cfg.fp8_min_features, skip=skip)
 
 
 def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
