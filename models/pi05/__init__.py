@@ -6,10 +6,11 @@ import torch
 
 from ..family import Built, DdpFlags, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
-from ..tokenizers import StandInTokenizer, load_sentencepiece
+from ..tokenizers import ByteTokenizer, StandInTokenizer, load_sentencepiece
 from ..whole_step_graph import WholeStepGraph
+from . import weights
 from .batch import make_batches as _make_batches
-from .config import FULL, SIZES, TINY, Pi05Config
+from .config import FULL, SIZES, SMALL, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
 from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
@@ -142,11 +143,15 @@ class Pi05Family(ModelFamily):
     def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> Pi05Processor:
         """LeRobot's Pi0.5 preprocessing: quantile normalisation of state and actions from the dataset's
         statistics (epsilon only where a quantile range is zero), the state padded to 32 and discretised into
-        the prompt, 200 tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size)."""
+        the prompt, 200 tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8 bytes,
+        what the evaluation policy uses for a model without PaliGemma's vocabulary)."""
         cfg = SIZES[size]
         state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
         action = Normalizer.from_stats("quantile", stats.get("action", {}), 1e-8, False, "action")
-        tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
+        if tokenizer == "bytes":
+            tok = ByteTokenizer(cfg.vocab)
+        else:
+            tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
         return Pi05Processor(
             tok,
             max_tokens=workload["text_tokens"],
@@ -162,6 +167,41 @@ class Pi05Family(ModelFamily):
         from .policy import Pi05Policy
 
         return Pi05Policy(checkpoint, **kwargs)
+
+    # -- training to a checkpoint (harness/train): weights under the plain model's names, whatever the options
+    def export_weights(self, model: Pi05Model, tensors: dict | None = None) -> dict:
+        """`tensors` keyed by the built model's parameter names (default: its weights) under the plain model's."""
+        return weights.plain_state_dict(model, tensors)
+
+    def import_weights(self, model: Pi05Model, plain: dict) -> dict:
+        """Plain-named tensors under the built model's own names (the inverse of `export_weights`)."""
+        return weights.model_state_dict(model, plain)
+
+    def read_weights(self, path: str) -> tuple[dict, str]:
+        """Plain-named weights of a checkpoint in the openpi or LeRobot layout, and its size."""
+        from .checkpoint import infer_size, read_checkpoint
+
+        state, _ = read_checkpoint(path)
+        return state, infer_size({k: tuple(v.shape) for k, v in state.items()}, str(path))
+
+    def save_policy(
+        self, folder, plain: dict, size: str, workload: dict, stats: dict, tokenizer: str | None, extra: dict
+    ) -> None:
+        """An evaluable checkpoint in LeRobot's layout (models/pi05/export.py) in the existing `folder`."""
+        from .export import write_policy
+
+        write_policy(folder, plain, SIZES[size], workload, stats, tokenizer, extra)
+
+    def training_tokenizer(self, size: str) -> str | None:
+        """'bytes' for a model without PaliGemma's vocabulary (the evaluation policy tokenises its prompts so),
+        None when it needs PaliGemma's SentencePiece tokenizer."""
+        from .policy import PALIGEMMA_VOCAB
+
+        return None if SIZES[size].vocab == PALIGEMMA_VOCAB else "bytes"
+
+    def time_conditioning_parameters(self, model: Pi05Model) -> list[str]:
+        """The time MLP and every adaRMS modulation: how the model knows the flow time (test sabotage)."""
+        return weights.time_conditioning_names(model)
 
     def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
         return model(batch)  # through __call__, so that a DDP wrapper sees the forward
@@ -189,6 +229,7 @@ FAMILY = Pi05Family()
 __all__ = [
     "FAMILY",
     "FULL",
+    "SMALL",
     "TINY",
     "Pi05Config",
     "Pi05Model",
