@@ -61,13 +61,16 @@ class EpochPermutations(Sampler):
     """Indices of every epoch in a fresh permutation drawn from one seeded generator, for as many epochs as
     asked: the same order for every loader and every rung of a seed."""
 
-    def __init__(self, n: int, seed: int, shuffle: bool = True):
-        self.n, self.seed, self.shuffle = n, seed, shuffle
+    def __init__(self, n: int, seed: int, shuffle: bool = True, skip: int = 0):
+        self.n, self.seed, self.shuffle, self.skip = n, seed, shuffle, skip  # skip: indices already consumed
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(self.seed)
+        skip = self.skip
         while True:
-            yield from (torch.randperm(self.n, generator=gen).tolist() if self.shuffle else range(self.n))
+            order = torch.randperm(self.n, generator=gen).tolist() if self.shuffle else range(self.n)
+            yield from order[skip:]  # an epoch consumed whole is drawn (the generator moves on) and yields nothing
+            skip = max(0, skip - self.n)
 
     def __len__(self) -> int:  # endless; DataLoader asks only when it must
         return 2**62
@@ -107,13 +110,16 @@ class BatchSource:
         device: torch.device,
         seed: int,
         shuffle: bool = True,
+        start: int = 0,
     ):
+        """`start`: the index of the first batch (a resumed training run): the batches before it are skipped
+        without being read, and every later batch is the one an uninterrupted run would have drawn."""
         self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
         workers = options.workers
         self.loader = DataLoader(
             dataset,
             batch_size=batch_size,
-            sampler=EpochPermutations(len(dataset), seed, shuffle),
+            sampler=EpochPermutations(len(dataset), seed, shuffle, skip=start * batch_size),
             num_workers=workers,
             collate_fn=collate,
             drop_last=True,
@@ -122,7 +128,7 @@ class BatchSource:
             persistent_workers=workers > 0,
         )
         self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
-        self.index = 0
+        self.index = start
         # host seconds of the family's preprocessing per batch (in the step, or in the level-2 thread, where it
         # holds the GIL that the training thread's kernel launches also need)
         self.prepare_s: list[float] = []
@@ -149,7 +155,7 @@ class BatchSource:
 
     # -- the async path: a thread prepares and copies ahead
     def _fill(self) -> None:
-        index = 0
+        index = self.index
         try:
             while not self._stop.is_set():
                 batch = self._timed_prepare(next(self._raw), index)
@@ -248,6 +254,7 @@ class DatasetFeed:
         dtype: torch.dtype,
         seed: int,
         shard: tuple[int, int] = (0, 1),
+        start: int = 0,
     ):
         from functools import partial
 
@@ -279,6 +286,7 @@ class DatasetFeed:
             device,
             seed + 7919 * rank,
             spec.shuffle,
+            start,
         )
         self.spec, self.options, self.world = spec, options, world
 
