@@ -559,6 +559,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(ev)
     ev.set_defaults(func=cmd_eval)
 
+    from .train.cli import add_train_arguments, add_train_check_arguments, cmd_train, cmd_train_check
+
+    tr = sub.add_parser("train", help="train one rung of a scenario on a dataset to a checkpoint (openpi's recipe)")
+    add_train_arguments(tr)
+    tr.set_defaults(func=cmd_train)
+    tc = sub.add_parser("train-check", help="convergence: each run's smoothed final loss against a reference run's")
+    add_train_check_arguments(tc)
+    tc.set_defaults(func=cmd_train_check)
+
     from .data.cli import add_make_dataset_arguments, cmd_make_dataset
 
     mk = sub.add_parser("make-dataset", help="write a LeRobotDataset v3.0 folder (synthetic episodes)")

@@ -372,6 +372,10 @@ def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
         return sweep_table(result, fmt)
     if kind == "floor":
         return floor_table(result, fmt)
+    if kind == "train":
+        from .train.report import train_table
+
+        return train_table(result, fmt)
     return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
 
 

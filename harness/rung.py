@@ -26,6 +26,7 @@ from .grad_buckets import BucketedDataParallel
 from .hardware import Device, get_device
 from .probe import MachineProbe
 from .timing import mfu, summarize_steps
+from .train.sabotage import apply_sabotage, configured_sabotage
 
 GIB = 1024**3
 # TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
@@ -112,6 +113,7 @@ def build(spec: dict, steps: int) -> RungSetup:
     dtype = TORCH_DTYPES[workload["dtype"]]
     options = family.parse_options(spec["options"])
     built = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    apply_sabotage(family, built.model)  # TEST-ONLY, before the optimizer exists (harness/train/sabotage.py)
     model = built.model
     flags = family.ddp_flags(options)
     if flags is None and ctx.distributed:
@@ -290,6 +292,7 @@ def measure(spec: dict) -> dict:
         "applied": setup.applied.as_dict(),
         **record_data,
         **({"test_slowdown": slowdown} if slowdown else {}),
+        **({"test_train_sabotage": configured_sabotage()} if configured_sabotage() else {}),
     }
 
 
