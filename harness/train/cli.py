@@ -18,7 +18,9 @@ def add_train_arguments(p) -> None:
     p.add_argument("--dataset", required=True, metavar="PATH", help="LeRobotDataset v3.0 folder to train on")
     p.add_argument("--steps", type=int, required=True, metavar="N", help="optimizer steps to train to")
     p.add_argument("--target", help="target name (default: auto-detect)")
-    p.add_argument("--batch-size", type=int, metavar="B", help="batch per step (default: the target's workload)")
+    p.add_argument("--batch-size", type=int, metavar="B", help="samples per step (default: the target's workload)")
+    p.add_argument("--grad-accum", type=int, default=1, metavar="N",
+                   help="micro-batches per step, each B/N samples (default 1: the ladder's own step)")  # fmt: skip
     p.add_argument("--model-size", help="model size (default: the target's workload; pi05: full, small, tiny)")
     p.add_argument("--checkpoint-every", type=int, metavar="K", help="save every K steps (always at the end)")
     p.add_argument("--keep-checkpoints", type=int, default=2, metavar="N", help="newest checkpoints kept (default 2)")
@@ -83,6 +85,7 @@ def plan_from_args(args):
     at_least("--checkpoint-every", args.checkpoint_every, 1, "a positive number of steps")
     at_least("--keep-checkpoints", args.keep_checkpoints, 1, "at least one checkpoint")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
+    at_least("--grad-accum", args.grad_accum, 1, "a positive number of micro-batches")
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
     recipe = _recipe(args)
     scenario = load_scenario(args.scenario)
@@ -104,6 +107,7 @@ def plan_from_args(args):
         out=Path(out),
         recipe=recipe,
         batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
         model_size=args.model_size,
         checkpoint_every=args.checkpoint_every,
         keep=args.keep_checkpoints,

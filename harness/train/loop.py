@@ -50,6 +50,7 @@ def run_identity(plan: TrainPlan, spec: dict) -> dict:
     return {
         "scenario": {"name": s.name, "sha256": s.sha256},
         "rung": plan.rung,
+        "grad_accum": plan.grad_accum,
         "options": spec["options"],
         "loader": spec["loader"],
         "workload": spec["workload"],
@@ -182,6 +183,8 @@ def train_record(plan: TrainPlan, spec: dict, substituted: dict, training: Train
         "init": plan.init,
         "data": training.feed.describe(),
         "steps_planned": plan.steps,
+        "batch_per_step": workload["batch_size"] * plan.grad_accum,
+        "grad_accum": plan.grad_accum,
         "losses": earlier.get("losses", []),
         "step_times_s": earlier.get("step_times_s", []),
         "lr": earlier.get("lr", []),
@@ -219,7 +222,7 @@ def progress_line(step: int, steps: int, record: dict, batch: int, every: int, w
 def run_steps(training: Training, plan: TrainPlan, spec: dict, identity: dict, record: dict, writer) -> None:
     """The training loop from the record's step to plan.steps, with progress lines and checkpoints."""
     workload = spec["workload"]
-    batch, seed = workload["batch_size"], workload["seed"]
+    batch, seed = workload["batch_size"] * spec["grad_accum"], workload["seed"]
     every = plan.log_every or max(1, min(100, plan.steps // 20))
     start = len(record["losses"])
     part = {"start_step": start, "end_step": start, "wall_s": 0.0, "run_id": writer.data["provenance"]["run_id"]}
@@ -230,7 +233,7 @@ def run_steps(training: Training, plan: TrainPlan, spec: dict, identity: dict, r
         lr = lr_at(plan.recipe, step)
         set_lr(training.optimizer, lr)
         t0 = time.perf_counter()
-        batch_data, wait = training.feed.fetch(step)
+        batch_data, wait = training.fetch(step)
         loss = training.step(batch_data)
         if training.ema is not None:
             training.ema.update()
@@ -281,13 +284,14 @@ def train(plan: TrainPlan, command: list[str]) -> dict:
         header["provenance_earlier"] = provenances
     record = train_record(plan, spec, substituted, training, earlier)
     writer = ResultWriter(
-        Path(plan.out) / RESULT_FILE, {**header, "train": summarize(record, spec["workload"]["batch_size"])}
+        Path(plan.out) / RESULT_FILE,
+        {**header, "train": summarize(record, spec["workload"]["batch_size"] * spec["grad_accum"])},
     )
     print_progress(describe_start(plan, spec, record, time.perf_counter() - t0))
     try:
         run_steps(training, plan, spec, identity, record, writer)
     except KeyboardInterrupt:
-        writer.update({"train": summarize(record, spec["workload"]["batch_size"])})
+        writer.update({"train": summarize(record, spec["workload"]["batch_size"] * spec["grad_accum"])})
         raise
     finally:
         training.feed.close()
@@ -299,7 +303,9 @@ def describe_start(plan: TrainPlan, spec: dict, record: dict, built_s: float) ->
     sab = f"; TEST SABOTAGE {record['test_train_sabotage']['mode']}" if record.get("test_train_sabotage") else ""
     return (
         f"training {plan.scenario.name}/{plan.rung} on {plan.target.name}: {w['model_size']} model "
-        f"({record['parameters'] / 1e6:.1f}M parameters), batch {w['batch_size']}, {w['dtype']}, steps "
+        f"({record['parameters'] / 1e6:.1f}M parameters), batch {record['batch_per_step']}"
+        + (f" ({plan.grad_accum} micro-batches of {w['batch_size']})" if plan.grad_accum > 1 else "")
+        + f", {w['dtype']}, steps "
         f"{len(record['losses'])} -> {plan.steps}, peak lr {plan.recipe.peak_lr:g} after {plan.recipe.warmup_steps} "
         f"warm-up steps, EMA {plan.recipe.ema_decay or 'off'}; built in {built_s:.1f}s{sab}"
     )

@@ -33,7 +33,9 @@ def train_table(result: dict, fmt: str = "simple") -> str:
     recipe = t.get("recipe") or {}
     lines = [
         f"{result['scenario']['name']} on {result['target']['name']} ({result['target'].get('device_name')}): "
-        f"training, batch {w.get('batch_size')}, {w.get('dtype')}",
+        f"training, batch {t.get('batch_per_step', w.get('batch_size'))}"
+        + (f" ({t['grad_accum']} micro-batches of {w.get('batch_size')})" if t.get("grad_accum", 1) > 1 else "")
+        + f", {w.get('dtype')}",
         tabulate([row], headers=headers, tablefmt=fmt),
         f"recipe: AdamW {tuple(recipe.get('betas') or ())}, eps {recipe.get('eps')}, weight decay "
         f"{recipe.get('weight_decay')}, clip {recipe.get('clip_norm')}, lr {recipe.get('peak_lr')} after "

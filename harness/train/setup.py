@@ -34,7 +34,8 @@ class TrainPlan:
     steps: int
     out: Path
     recipe: Recipe = dataclasses.field(default_factory=Recipe)
-    batch_size: int | None = None  # default: the target's workload batch
+    batch_size: int | None = None  # samples per optimizer step; default: the target's workload batch
+    grad_accum: int = 1  # micro-batches per optimizer step (each batch_size / grad_accum samples)
     model_size: str | None = None  # default: the target's workload size
     checkpoint_every: int | None = None  # default: only at the end
     keep: int = 2  # newest checkpoints kept
@@ -85,6 +86,11 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
     for key, value in (("batch_size", plan.batch_size), ("model_size", plan.model_size)):
         if value is not None:
             workload[key] = value
+    if workload["batch_size"] % plan.grad_accum:
+        raise InputError(
+            "--grad-accum", None, f"a divisor of the batch size {workload['batch_size']}", str(plan.grad_accum)
+        )
+    workload["batch_size"] //= plan.grad_accum  # what one forward sees; a step sums grad_accum of them
     if workload["model_size"] not in family.sizes:
         raise InputError("--model-size", None, "one of " + ", ".join(family.sizes), repr(workload["model_size"]))
     data = workload.get("data") if isinstance(workload.get("data"), dict) else {}
@@ -98,7 +104,7 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
     if plan.workers is not None:
         loader["workers"] = plan.workers
     spec["loader"] = loader
-    return {**spec, "rung": plan.rung}, substituted
+    return {**spec, "rung": plan.rung, "grad_accum": plan.grad_accum}, substituted
 
 
 @dataclass
@@ -116,11 +122,20 @@ class Training:
     ema: Ema | None
     sabotage: dict | None
     param_names: dict[int, str]  # id(parameter) -> its name in the built model
+    grad_accum: int = 1
+
+    def fetch(self, step: int) -> tuple[dict | list[dict], float]:
+        """Step `step`'s batch (a list of micro-batches with gradient accumulation) and the seconds waited."""
+        if self.grad_accum == 1:
+            return self.feed.fetch(step)
+        fetched = [self.feed.fetch(step * self.grad_accum + i) for i in range(self.grad_accum)]
+        return [batch for batch, _ in fetched], sum(wait for _, wait in fetched)
 
 
 def build_training(spec: dict, recipe: Recipe, start: int, weights: dict | None) -> Training:
     """The rung's model, optimizer, step and feed as harness/rung.py builds them, with `weights` (plain names)
-    loaded first and the feed starting at batch `start`."""
+    loaded first and the feed starting at step `start`. With gradient accumulation the step is the standard
+    one (loss, backward, clip at 1.0, optimizer) over the sum of its micro-batches' gradients."""
     family = get_family(spec["model"])
     workload = spec["workload"]
     device = get_device(spec["backend"])
@@ -149,10 +164,38 @@ def build_training(spec: dict, recipe: Recipe, start: int, weights: dict | None)
         device.torch_device,
         dtype,
         workload["seed"],
-        start=start,
+        start=start * spec["grad_accum"],
     )
     named = dict(built.model.named_parameters())
     ema = Ema(named, recipe.ema_decay) if recipe.ema_decay else None
     names = {id(p): n for n, p in named.items()}
-    step = family.make_step(model, optimizer, options)
-    return Training(family, built, model, optimizer, step, feed, device, ema, sabotage, names)
+    accum = spec["grad_accum"]
+    step = (
+        family.make_step(model, optimizer, options)
+        if accum == 1
+        else accumulating_step(family, model, optimizer, recipe.clip_norm)
+    )
+    return Training(family, built, model, optimizer, step, feed, device, ema, sabotage, names, accum)
+
+
+def accumulating_step(family: ModelFamily, model: torch.nn.Module, optimizer, clip: float) -> Step:
+    """The standard step (models/family.py standard_step) over several micro-batches: each one's loss, divided by
+    their number, is backpropagated (a DDP wrapper all-reduces only on the last), then one clip and one update."""
+    from contextlib import nullcontext
+
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(batches: list[dict]) -> torch.Tensor:
+        total = None
+        for i, batch in enumerate(batches):
+            quiet = hasattr(model, "no_sync") and i < len(batches) - 1
+            with model.no_sync() if quiet else nullcontext():
+                loss = family.loss(model, batch) / len(batches)
+                loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return total
+
+    return step
