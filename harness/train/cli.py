@@ -159,6 +159,11 @@ def cmd_train_check(args) -> int:
             raise InputError(str(path), "kind", "a `vlabench train` result (train)", repr(result.get("kind")))
         loaded.append(result)
     reference, runs = loaded[0], loaded[1:]
-    checks = [check_convergence(r, reference, args.tolerance) for r in runs]
+    label = lambda path, result: f"{result['train'].get('rung')} ({Path(path).parent.name})"  # noqa: E731
+    ref_name = label(args.reference, reference)
+    checks = [
+        check_convergence(r, reference, args.tolerance, names=(label(p, r), ref_name))
+        for p, r in zip(args.results, runs)
+    ]
     print(convergence_table(checks))
     return 0 if all(c.passed for c in checks) else 1

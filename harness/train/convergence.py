@@ -7,11 +7,12 @@ reference (the ladder's baseline rung) for the same steps on the same batches (s
 time per step: harness/data/pipeline.py) and compares the mean loss over the last `window` steps.
 
 Tolerance: a rung passes when its smoothed final loss is within `tolerance` (relative, either way) of the
-reference's. 10% by default: rungs with other kernels or precision follow other trajectories and their smoothed
-losses end a few percent apart (measured on the tiny CPU model: 0.5-2% after 300 steps, bf16 against fp32 more),
-while a rung that stops learning ends tens of percent above (the test sabotage: +40% and more). Lower means
-better-than-reference too, which is suspect as well (a target scaled down lowers the loss): both sides fail.
-The per-step differences are paired (the same batch), so the check also reports their standard error.
+reference's; 10% by default. Measured on the tiny CPU model after 200 steps (batch 4, lr 1e-3, the last 20
+steps): another rung of the same math +0.0%, the same rung in bf16 against fp32 +0.2%, the test sabotage
+(harness/train/sabotage.py) +39.6%. The default sits between, with room for FP8 and longer runs, whose spread
+between correct rungs the H200 runs must measure before the default is trusted there. Lower is not better here:
+a scaled-down target also lowers the loss, so both sides fail. The per-step differences are paired (the same
+batch), so the check also reports their standard error.
 """
 
 from __future__ import annotations
@@ -63,14 +64,18 @@ def _train(result: dict) -> dict:
 
 
 def check_convergence(
-    result: dict, reference: dict, tolerance: float = DEFAULT_TOLERANCE, window: int | None = None
+    result: dict,
+    reference: dict,
+    tolerance: float = DEFAULT_TOLERANCE,
+    window: int | None = None,
+    names: tuple[str, str] | None = None,
 ) -> ConvergenceCheck:
     """`result`'s smoothed final loss against `reference`'s (both `vlabench train` results, or anything with a
-    `train.losses` curve) over the same steps."""
+    `train.losses` curve) over the same steps; `names` label the two (default: their rungs)."""
     run, ref = _train(result), _train(reference)
     losses, ref_losses = list(run.get("losses") or []), list(ref.get("losses") or [])
     steps = min(len(losses), len(ref_losses))
-    name, ref_name = run.get("rung", "run"), ref.get("rung", "reference")
+    name, ref_name = names or (run.get("rung", "run"), ref.get("rung", "reference"))
     window = min(window or window_for(steps), steps)
     if steps == 0:
         return ConvergenceCheck(name, ref_name, 0, 0, None, None, None, None, tolerance, False, "no steps to compare")

@@ -97,10 +97,13 @@ class Ema:
         self.params = [named[n] for n in self.names]
         self.shadow = [p.detach().float().clone() for p in self.params]
 
+    CHUNK = 64  # tensors per fused update: bounds the fp32 copies of bf16 parameters alive at once
+
     @torch.no_grad()
     def update(self) -> None:
-        current = [p.detach().float() for p in self.params]  # fp32 params are used as they are
-        torch._foreach_lerp_(self.shadow, current, 1.0 - self.decay)
+        for i in range(0, len(self.params), self.CHUNK):
+            current = [p.detach().float() for p in self.params[i : i + self.CHUNK]]  # fp32 ones are not copied
+            torch._foreach_lerp_(self.shadow[i : i + self.CHUNK], current, 1.0 - self.decay)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return dict(zip(self.names, self.shadow))
