@@ -64,6 +64,12 @@ def test_a_missing_dataset_and_an_existing_run_are_refused(dataset, tmp_path, ca
     assert "--resume to continue" in refused(capsys, base(dataset, tmp_path / "run"))
 
 
+def test_a_family_without_training_checkpoints_is_refused(dataset, tmp_path, capsys):
+    argv = ["train", str(REPO / "scenarios" / "gr00t-loongforge.yaml"), "--rung", "community", "--dataset", dataset]
+    err = refused(capsys, [*argv, "--steps", "2", "--target", "cpu", "--out", str(tmp_path / "run")])
+    assert "a family whose checkpoints vlabench train writes (pi05)" in err
+
+
 def test_train_check_refuses_a_result_that_is_not_a_training_run(capsys):
     ladder = str(REPO / "results" / "h200" / "pi05-loongforge.json")
     assert "expected a `vlabench train` result" in refused(capsys, ["train-check", "--reference", ladder, ladder])

@@ -82,6 +82,8 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
     if reason:
         raise InputError("--rung", None, f"a rung that trains on {target.name}", f"{plan.rung}: {reason}")
     family = get_family(scenario.model)
+    if not hasattr(family, "save_policy"):
+        raise InputError(scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", family.name)
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
     for key, value in (("batch_size", plan.batch_size), ("model_size", plan.model_size)):
         if value is not None:
