@@ -141,12 +141,11 @@ def _target(policy) -> dict:
     from ..hardware import detect_target
 
     target = detect_target()
-    device = getattr(policy, "device", None)
-    on_gpu = device is not None and device.type == "cuda"
+    on_gpu = policy.device.type == "cuda"
     return {
         "name": target.name,
         "backend": target.backend,
-        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "device_name": torch.cuda.get_device_name(policy.device) if on_gpu else "cpu",
         "device_count": torch.cuda.device_count() if on_gpu else 1,
     }
 
@@ -241,13 +240,12 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
     progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
     start = time.perf_counter()
-    policy_device = getattr(policy, "device", None)
-    on_gpu = policy_device is not None and policy_device.type == "cuda"
-    sampler = UtilisationSampler(gpu=(policy_device.index or 0) if on_gpu else None).start()
+    on_gpu = policy.device.type == "cuda"
+    sampler = UtilisationSampler(gpu=(policy.device.index or 0) if on_gpu else None).start()
     try:
         new = runner.run(episodes)
     finally:
-        speed = throughput(records[len(kept) :], time.perf_counter() - start, runner, policy)
+        speed = throughput(records[len(kept) :], time.perf_counter() - start, runner, policy.latencies)
         speed["utilisation"] = sampler.stop()
         if runner.episodes_left:
             speed["stopped_early"] = {"after_s": cfg.stop_after_s, "episodes_left": runner.episodes_left}

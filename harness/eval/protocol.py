@@ -13,16 +13,18 @@ import collections
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
+
+if TYPE_CHECKING:  # the workers import this module and never need torch, which models.policy imports
+    from models.policy import EvalPolicy
 
 Suite = Literal["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"]
 SUITES = get_args(Suite)
 SUITE_MAX_STEPS = dict(zip(SUITES, (220, 280, 300, 520, 400)))
 WAIT_STEPS = 10
 DUMMY_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # no motion, gripper open
-REPLAN_STEPS = 5
 RENDER_SIZE = 256
 IMAGE_SIZE = 224
 SEED = 7
@@ -81,20 +83,16 @@ def policy_observation(obs: dict, prompt: str) -> dict:
 
 @dataclass(frozen=True)
 class PolicyNeeds:
-    """What a policy needs from the environment workers, declared by the policy (attributes `needs_images`,
-    `privileged`, `replan_steps`) and carried in each episode message. The defaults are the openpi protocol."""
+    """What a policy needs from the environment workers, as the policy declares it (models/policy.py:
+    `needs_images`, `privileged`, `replan_steps`), carried in each episode message."""
 
-    images: bool = True  # False: the workers never render (physics-only steps, ~10x faster on a CPU)
-    privileged: bool = False  # True: observations carry `sim_state` (simulator poses; scripted experts only)
-    replan_steps: int = REPLAN_STEPS  # actions executed from each chunk before the policy is asked again
+    images: bool  # False: the workers never render (physics-only steps, ~10x faster on a CPU)
+    privileged: bool  # True: observations carry `sim_state` (simulator poses; scripted experts only)
+    replan_steps: int  # actions executed from each chunk before the policy is asked again
 
     @classmethod
-    def of(cls, policy) -> PolicyNeeds:
-        return cls(
-            images=bool(getattr(policy, "needs_images", True)),
-            privileged=bool(getattr(policy, "privileged", False)),
-            replan_steps=int(getattr(policy, "replan_steps", REPLAN_STEPS)),
-        )
+    def of(cls, policy: EvalPolicy) -> PolicyNeeds:
+        return cls(images=policy.needs_images, privileged=policy.privileged, replan_steps=policy.replan_steps)
 
 
 @dataclass
@@ -143,10 +141,10 @@ def run_episode(
     prompt: str,
     max_steps: int,
     get_chunk: Callable[[dict], np.ndarray],
+    needs: PolicyNeeds,
     record: bool = False,
     render_every_step: bool = False,
     seed: int | None = None,
-    needs: PolicyNeeds = PolicyNeeds(),
     demonstration: bool = False,
 ) -> EpisodeOutcome:
     """One episode of the protocol. `get_chunk(observation)` returns an action chunk [H, 7]. Cameras render

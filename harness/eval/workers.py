@@ -31,7 +31,7 @@ def worker_main(conn, sim_env: dict) -> None:
             if kind == "stop":
                 break
             task = TaskInfo(**spec["task"])
-            needs = PolicyNeeds(**spec.get("needs", {}))
+            needs = PolicyNeeds(**spec["needs"])
             # recorded videos and demonstrations need the cameras, whatever the policy needs
             cameras = needs.images or spec.get("record", False) or spec.get("demonstration", False)
             started = time.perf_counter()
