@@ -42,7 +42,8 @@ def spatial(setup):
 def expert_episode(env, task, trial: int, seen: list | None = None):
     """One protocol episode of the expert; returns (outcome, final simulator state)."""
     from harness.eval.env import read_init_states
-    from harness.eval.protocol import SUITE_MAX_STEPS, run_episode
+    from harness.eval.episode import run_episode
+    from harness.eval.protocol import SUITE_MAX_STEPS
 
     policy = ExpertPolicy()
 

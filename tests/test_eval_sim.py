@@ -114,7 +114,8 @@ def test_success_is_the_environments_done_flag(tasks):
 def test_skipped_renders_change_no_image_and_no_state(tasks):
     """Cameras render only when a re-plan reads them; the policy must see the very same images."""
     from harness.eval.env import make_env, read_init_states
-    from harness.eval.protocol import PolicyNeeds, run_episode
+    from harness.eval.episode import run_episode
+    from harness.eval.protocol import PolicyNeeds
 
     task = tasks["libero_spatial"][0]
     init = read_init_states(task.init_states_file)[1]

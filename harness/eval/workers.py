@@ -15,13 +15,14 @@ import sys
 import time
 import traceback
 
-from .protocol import WAIT_STEPS, PolicyNeeds, run_episode
+from .protocol import WAIT_STEPS, PolicyNeeds
 
 
 def worker_main(conn, sim_env: dict) -> None:
     os.environ.update(sim_env)  # before MuJoCo/LIBERO are imported in this process
     sys.stdout = open(os.devnull, "w")  # LIBERO and robosuite chatter; errors come back as messages
     from .env import TaskInfo, make_env
+    from .episode import run_episode
 
     env, env_task = None, None
     conn.send(("ready", os.getpid()))
