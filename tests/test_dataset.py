@@ -147,6 +147,51 @@ def test_layout_info_and_stats_are_lerobots(written):
     assert stats["index"]["max"].tolist() == [sum(LENGTHS) - 1]
 
 
+def test_dataset_quantiles_are_the_count_weighted_mean_of_the_episodes(written):
+    """stats.json's quantiles follow LeRobot 0.6.1's `aggregate_feature_stats`: per feature, the episodes'
+    quantiles (meta/episodes' stats/<feature>/qNN) averaged with their counts as weights. The envelope of
+    LeRobot's later main branch (min of the lower quantiles, max of the upper) would differ from it here."""
+    root, _, _ = written
+    stats = LeRobotV3Dataset(root, cameras=[]).stats
+    eps = pq.read_table(root / fmt.EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
+    for feature in ("observation.state", "action", "observation.images.image", "timestamp"):
+        counts = np.array([ep[f"stats/{feature}/count"][0] for ep in eps], dtype=np.float64)
+        for q in ("q01", "q10", "q50", "q90", "q99"):
+            per_episode = np.stack([np.asarray(ep[f"stats/{feature}/{q}"], dtype=np.float64) for ep in eps])
+            weights = counts.reshape((-1,) + (1,) * (per_episode.ndim - 1))
+            expected = (per_episode * weights).sum(axis=0) / counts.sum()
+            np.testing.assert_allclose(stats[feature][q], expected, rtol=1e-12, err_msg=f"{feature} {q}")
+    # the two rules part on these episodes: the weighted mean lies strictly inside the envelope somewhere
+    per_episode = np.stack([ep["stats/action/q01"] for ep in eps])
+    assert np.any(stats["action"]["q01"] > per_episode.min(axis=0) + 1e-6)
+
+
+def test_aggregate_follows_lerobot_061_on_a_hand_made_case():
+    """Two episodes, 1 and 3 frames' worth of count: quantiles 0 and 4 aggregate to (1*0 + 3*4) / 4 = 3 (the
+    envelope would give 0 for q01 and 4 for q99); mean and variance pool as before, min/max are the extremes."""
+    from harness.data import stats as stats_lib
+
+    def episode(q, mean, std, lo, hi, count):
+        one = lambda v: np.array([float(v)])  # noqa: E731
+        return {
+            "x": {
+                "min": one(lo),
+                "max": one(hi),
+                "mean": one(mean),
+                "std": one(std),
+                "count": np.array([count]),
+                **{k: one(q) for k in stats_lib.QUANTILE_KEYS},
+            }
+        }
+
+    merged = stats_lib.aggregate([episode(0, 0, 1, -2, 2, 1), episode(4, 4, 1, 2, 6, 3)])["x"]
+    assert all(merged[k].tolist() == [3.0] for k in stats_lib.QUANTILE_KEYS)
+    assert merged["mean"].tolist() == [3.0] and merged["count"].tolist() == [4]
+    # pooled: (1 * (1 + 9) + 3 * (1 + 1)) / 4 = 4
+    assert merged["std"].tolist() == [2.0]
+    assert (merged["min"].tolist(), merged["max"].tolist()) == ([-2.0], [6.0])
+
+
 def test_files_roll_over_at_their_size_limit(tmp_path):
     episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
     settings = WriteSettings(data_files_size_in_mb=0.001, video_files_size_in_mb=0.001, chunks_size=2)
