@@ -26,6 +26,13 @@ def cmd_run(args) -> int:
     from .scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
+    if scenario.eval is not None:  # its ladder is a placeholder: `run` would train the full model for nothing
+        raise InputError(
+            scenario.path,
+            "eval",
+            "a training scenario for `vlabench run`",
+            f"an evaluation scenario (run it with: vlabench eval --scenario {scenario.path})",
+        )
     target, error = _resolve_target(scenario, args.target)
     if error:
         return _fail(error)
@@ -76,9 +83,12 @@ def with_dataset(scenario, path: str):
     from .data.pipeline import DataSpec
 
     data = scenario.workload.data
-    spec = dataclasses.replace(data, dataset=path) if isinstance(data, DataSpec) else DataSpec(dataset=path)
+    # a dataset named on the command line is never made: a mistyped path stays an error
+    spec = dataclasses.replace(data, dataset=path, make=None) if isinstance(data, DataSpec) else DataSpec(dataset=path)
     targets = {
-        name: {**o, "data": dataclasses.replace(o["data"], dataset=path)} if isinstance(o.get("data"), DataSpec) else o
+        name: {**o, "data": dataclasses.replace(o["data"], dataset=path, make=None)}
+        if isinstance(o.get("data"), DataSpec)
+        else o
         for name, o in scenario.targets.items()
     }
     return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)

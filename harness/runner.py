@@ -184,12 +184,15 @@ def measure_floor_process(
         return {"error": f"the floor measurement failed ({why})", "output_tail": done.tail}
 
 
-def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> None:
+def check_dataset(
+    scenario: Scenario, workload: dict, selected: list[str], progress: Callable[[str], None] = print
+) -> None:
     """A ladder that reads a dataset fails at once, in one line, when the dataset is missing or broken,
-    instead of once per rung."""
+    instead of once per rung; a missing one whose `data.make` says how is made first."""
     data = workload.get("data")
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
+    from .data.cli import make_missing
     from .data.dataset import load_meta
     from .data.errors import DatasetError
 
@@ -201,6 +204,7 @@ def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> No
             "data: synthetic",
         )
     path = Path(data["dataset"])
+    make_missing(data, progress)
     if not path.exists():
         raise DatasetError(
             path,
@@ -273,7 +277,7 @@ def run_scenario(
         if "floor" in old:  # measured by an earlier part; a new --floor replaces it
             header["floor"] = old["floor"]
     selected = rung_names or scenario.rung_names()
-    check_dataset(scenario, workload, selected)
+    check_dataset(scenario, workload, selected, progress)
     writer = ResultWriter(out_path, header)
     records = dict(kept)
 
