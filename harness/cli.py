@@ -9,6 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from models import UnknownFamilyError
+
 from .errors import InputError
 from .hardware import TARGETS, detect_target, get_target
 
@@ -274,9 +276,13 @@ def _default_out(name: str, target: str) -> Path:
 
 
 def cmd_show(args) -> int:
+    from tabulate import tabulate_formats
+
     from .report import result_table
     from .results import load_result
 
+    if args.format not in tabulate_formats:
+        raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
     for path in args.results:
         print(result_table(load_result(path), fmt=args.format))  # ladder, recompute sweep or eval
         print()
@@ -375,10 +381,20 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vlabench")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .published import PUBLISHED_DIR
 
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
+    parser.add_argument("--version", action="version", version=f"vlabench {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario's ladder on a target")
@@ -456,7 +472,15 @@ def build_parser() -> argparse.ArgumentParser:
     floor.add_argument("scenario", help="scenario YAML file")
     floor.add_argument("--target", help="target name; default: auto-detect")
     floor.add_argument("--out", type=Path, help="result JSON path")
-    floor.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds")
+    floor.add_argument(
+        "--rung-timeout",
+        dest="timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="end the measurement's process group after S seconds",
+    )
+    floor.add_argument("--timeout", dest="timeout", type=float, help=argparse.SUPPRESS)  # its earlier name
     floor.set_defaults(func=cmd_floor)
 
     prof = sub.add_parser("profile", help="where one rung's step goes: kernels, launch gaps, data wait")
@@ -474,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")
-    show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
+    show.add_argument("--format", default="simple", help="tabulate format (default simple; github for markdown)")
     show.set_defaults(func=cmd_show)
 
     gate = sub.add_parser(
@@ -549,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else argv  # the command as given, for provenance lines
     try:
         return args.func(args)
-    except (InputError, RuntimeError) as exc:  # user errors: one line, no traceback
+    except (InputError, RuntimeError, UnknownFamilyError) as exc:  # user errors: one line, no traceback
         return _fail(str(exc).splitlines()[0])
     except KeyboardInterrupt:
         print("\ninterrupted: finished rungs are kept in the result file", file=sys.stderr)
