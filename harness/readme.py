@@ -230,7 +230,7 @@ def headline_verdicts(path: str, result: dict, figures: list) -> list[str]:
     return [
         "",
         "Beside LoongForge's published figures (verdicts from at least 3 repeats, two-sided: "
-        f"[published figures](docs/published.md)):",
+        "[published figures](docs/published.md)):",
         "",
         "| published figure | theirs | ours [95% interval] xN repeats | verdict |",
         "|---|---|---|---|",

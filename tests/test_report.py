@@ -86,7 +86,9 @@ def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
     assert f"({figure.as_posix()})" in top and f"From `{path}`" in top and "(docs/results.md)" in top
     fp8 = rung(headline, "fp8")
     assert float(table_row(top, "fp8")[2].split()[0]) == round(fp8["samples_per_s"], 2)
-    assert "| verdict " not in top and top.count("From `") == 1  # the headline only
+    assert (
+        "| covers " not in top and top.count("From `") == 1
+    )  # the headline only, its verdicts without the full comparison
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
@@ -154,7 +156,8 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]
     top, full = readme_md.read_text(), results_md.read_text()
     assert "old" not in top and top.endswith(f"{readme.HEADLINE_END}\n\nafter\n")
-    assert f"{best:.2f}x" in top and "| verdict " not in top  # the ladder table, no comparison
+    assert f"{best:.2f}x" in top and "| LoongForge bf16 | 2.63x | " in top  # the ladder and its figures' verdicts
+    assert "| published figure | theirs | covers " not in top  # the full comparison is on docs/results.md
     assert "old" not in full and f"| {best:.2f}x " in full and "| verdict " in full  # the comparison
     assert (tmp_path / figure).read_bytes().startswith(PNG)
     assert readme.update_readme(tmp_path, check=True) == []
