@@ -13,6 +13,7 @@ from models import UnknownFamilyError
 
 from .errors import InputError
 from .hardware import TARGETS, detect_target, get_target
+from .outputs import at_least, check_out_dir, check_out_file, positive_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -27,6 +28,7 @@ def cmd_run(args) -> int:
     from .runner import run_scenario
     from .scenario import load_scenario
 
+    positive_seconds("--rung-timeout", args.rung_timeout)
     scenario = load_scenario(args.scenario)
     if scenario.eval is not None:  # its ladder is a placeholder: `run` would train the full model for nothing
         raise InputError(
@@ -50,8 +52,11 @@ def cmd_run(args) -> int:
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
     out = args.out or _default_out(scenario.name, target.name)
+    check_out_file(out, merge_flag="--append", merging=args.append, overwrite=args.overwrite)
     if args.nproc < 1:
         return _fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
+    if args.repeats < 1:
+        return _fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
     result = run_scenario(
         scenario,
         target,
@@ -63,6 +68,7 @@ def cmd_run(args) -> int:
         nproc=args.nproc,
         torchrun_args=shlex.split(args.torchrun_args or ""),
         floor=args.floor,
+        repeats=args.repeats,
     )
     print()
     print(ladder_table(result))
@@ -118,6 +124,10 @@ def cmd_recompute_sweep(args) -> int:
     from .scenario import load_scenario
     from .sweep import default_rung, sweep_scenario, sweep_table
 
+    positive_seconds("--rung-timeout", args.rung_timeout)
+    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    at_least("--warmup-steps", args.warmup_steps, 0, "a non-negative number of steps")
+    at_least("--timed-steps", args.timed_steps, 1, "a positive number of steps")
     scenario = load_scenario(args.scenario)
     target, error = _resolve_target(scenario, args.target)
     if error:
@@ -139,6 +149,7 @@ def cmd_recompute_sweep(args) -> int:
         f"recompute sweep on the options of rung {rung!r}" + (f" with compile: {args.compile}" if args.compile else "")
     )
     out = args.out or _default_out(sweep.name, target.name)
+    check_out_file(out, overwrite=args.overwrite)
     result = run_scenario(
         sweep,
         target,
@@ -189,10 +200,17 @@ def cmd_floor(args) -> int:
     from .runner import measure_floor_process
     from .scenario import load_scenario
 
+    # --rung-timeout, as on run and recompute-sweep; --timeout is its earlier name, still accepted (hidden)
+    timeout_flag, timeout = (
+        ("--timeout", args.timeout) if args.timeout is not None else ("--rung-timeout", args.rung_timeout)
+    )
+    positive_seconds(timeout_flag, timeout)
     scenario = load_scenario(args.scenario)
     target, error = _resolve_target(scenario, args.target)
     if error:
         return _fail(error)
+    out = args.out or _default_out(f"{scenario.name}-floor", target.name)
+    check_out_file(out, overwrite=args.overwrite)
     from models import get_family
 
     family = get_family(scenario.model)
@@ -200,8 +218,7 @@ def cmd_floor(args) -> int:
     workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
     caps = capabilities(target)
     device = get_device(target.backend, target_name=target.name)
-    out = args.out or _default_out(f"{scenario.name}-floor", target.name)
-    floor = measure_floor_process(scenario, target, workload, caps, print, args.timeout)
+    floor = measure_floor_process(scenario, target, workload, caps, print, timeout)
     header = {
         "kind": "floor",
         "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256},
@@ -232,6 +249,10 @@ def cmd_profile(args) -> int:
     from .runner import rung_spec, unsupported_reason, with_substitutes
     from .scenario import load_scenario
 
+    at_least("--steps", args.steps, 1, "a positive number of steps")
+    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    if args.out:
+        check_out_file(args.out, overwrite=args.overwrite)
     scenario = load_scenario(args.scenario)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
@@ -247,7 +268,7 @@ def cmd_profile(args) -> int:
     if reason:
         return _fail(f"{args.rung}: unsupported on {target.name}: {reason}")
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    if args.batch_size:
+    if args.batch_size is not None:
         workload["batch_size"] = args.batch_size
     spec = rung_spec(scenario, target, rung, workload)
     if args.synthetic:  # the compute alone: batches made up front on the device
@@ -296,7 +317,7 @@ def cmd_readme(args) -> int:
     if args.check and changed:
         print(f"stale: {', '.join(map(str, changed))}: run `vlabench readme`", file=sys.stderr)
         return EXIT_FAILED
-    print(f"updated: {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md are current")
+    print(f"updated: {', '.join(map(str, changed))}" if changed else "the generated pages are current")
     return EXIT_OK
 
 
@@ -353,6 +374,8 @@ def cmd_compare(args) -> int:
     from . import compare
     from .published import load_published
 
+    if args.out:
+        check_out_dir(args.out)
     results = _load_results(args.results)
     for path, result in results:
         if not compare.is_ladder(result) and not result.get("success_rate"):
@@ -375,6 +398,7 @@ def cmd_report(args) -> int:
     from .published import load_published
     from .report import write_report
 
+    check_out_dir(args.out)
     figures = None if args.no_published else load_published(args.published_dir)
     path = write_report(_load_results(args.results), args.out, figures, shlex.join(["vlabench", *args.argv]))
     print(f"report: {path}")
@@ -420,11 +444,22 @@ def build_parser() -> argparse.ArgumentParser:
         "rungs of the same name); for ladders split over several calls",
     )
     run.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --out (without it: refuse, or --append to merge)"
+    )
+    run.add_argument(
         "--rung-timeout",
         type=float,
         default=None,
         metavar="S",
         help="record a rung as error if it runs longer than S seconds",
+    )
+    run.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each rung N times, each in a fresh process, in rounds with the rung order rotated; every "
+        "figure is then the median over the repeats with an interval that includes their spread",
     )
     run.add_argument(
         "--nproc",
@@ -455,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--timed-steps", type=int)
     sweep.add_argument("--out", type=Path, help="result JSON path")
     sweep.add_argument("--rung-timeout", type=float, default=None, metavar="S")
+    sweep.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     sweep.set_defaults(func=cmd_recompute_sweep)
 
     plan = sub.add_parser(
@@ -474,13 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
     floor.add_argument("--out", type=Path, help="result JSON path")
     floor.add_argument(
         "--rung-timeout",
-        dest="timeout",
         type=float,
         default=None,
         metavar="S",
         help="end the measurement's process group after S seconds",
     )
-    floor.add_argument("--timeout", dest="timeout", type=float, help=argparse.SUPPRESS)  # its earlier name
+    floor.add_argument("--timeout", type=float, help=argparse.SUPPRESS)  # the earlier name of --rung-timeout
+    floor.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     floor.set_defaults(func=cmd_floor)
 
     prof = sub.add_parser("profile", help="where one rung's step goes: kernels, launch gaps, data wait")
@@ -494,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
     prof.add_argument("--synthetic", action="store_true", help="the compute alone: synthetic batches on the device")
     prof.add_argument("--out", type=Path, help="also write the profile as JSON")
+    prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     prof.set_defaults(func=cmd_profile)
 
     show = sub.add_parser("show", help="print the ladder table of result files")
@@ -544,6 +581,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--published-dir", default=PUBLISHED_DIR, type=Path, help="published-figure YAML directory")
     rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
     rep.set_defaults(func=cmd_report)
+
+    from .gate_power import add_gate_power_arguments, cmd_gate_power
+
+    power = sub.add_parser(
+        "gate-power", help="how the speed gate decides on the committed results: injected changes, same-code repeats"
+    )
+    add_gate_power_arguments(power)
+    power.set_defaults(func=cmd_gate_power)
 
     from .eval.main import add_eval_arguments, cmd_eval
 

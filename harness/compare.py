@@ -1,9 +1,13 @@
 """Per-hardware comparison tables and verdicts against published figures (`vlabench compare`).
 
 Rungs are rows and each result (a target) gives two columns: samples/s and the speedup over that
-result's own baseline rung. Published figures that map onto a rung stand beside it, and each published
-figure gets a verdict: reproduced (ours within its tolerance of theirs, or better), not reproduced, or
-not comparable with the reason.
+result's own baseline rung (with its interval over repeats where there are repeats; marked where the two
+rungs were measured in different runs). Published figures that map onto a rung stand beside it, and each
+published figure gets a verdict, two-sided, from the interval over at least MIN_REPEATS repeats: reproduced
+(the interval inside theirs +- the tolerance), exceeded (above it), not reproduced (below it), inconclusive
+(the interval straddles a boundary). Without a verdict word: parity failed (a rung broke loss parity),
+single run / too few repeats (the figure is shown), different runs (the two rungs come from different runs),
+not comparable (with the reason).
 """
 
 from __future__ import annotations
@@ -15,8 +19,14 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from .published import LOWER_IS_BETTER, NOT_STATED, Figure
+from .repeats import ok_repeats, per_repeat, same_run
+from .spread import geometric_interval, repeats_ratio
 
-REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+REPRODUCED, EXCEEDED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "exceeded", "not reproduced", "inconclusive"
+NOT_COMPARABLE, PARITY_FAILED, SINGLE_RUN = "not comparable", "parity failed", "single run"
+TOO_FEW_REPEATS, DIFFERENT_RUNS = "too few repeats", "different runs"
+MIN_REPEATS = 3  # a published figure gets a verdict word only from this many repeats on the target
+CONFIDENCE = 0.95
 
 
 def devices(result: dict) -> int:
@@ -110,8 +120,7 @@ def comparison_table(scenario: str, cols: list[Column], figures: list[Figure] | 
             if rec is None or rec["status"] != "ok":
                 row += [rec["status"] if rec else "-", ""]
             else:
-                s = speedup(col.result, rung)
-                row += [f"{rec['samples_per_s']:.2f}", "-" if s is None else f"{s:.2f}x"]
+                row += [rate_text(rec), speedup_text(col.result, rung)]
         if figures is not None:
             first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
             row.append(_published_cell(figures, scenario, rung, first))
@@ -132,9 +141,55 @@ def _where_ours(col: Column) -> str:
     return f"{col.result['target'].get('device_name') or col.result['target']['name']} x{devices(col.result)}"
 
 
-def _within(ours: float, f: Figure) -> bool:
-    tol = f.tolerance.value
-    return ours <= f.point * (1 + tol) if f.metric in LOWER_IS_BETTER else ours >= f.point * (1 - tol)
+def rate_text(rec: dict) -> str:
+    """samples/s, with the interval over repeats and their count where the rung has repeats."""
+    interval = rec.get("samples_per_s_interval")
+    if not interval:
+        return f"{rec['samples_per_s']:.2f}"
+    return f"{rec['samples_per_s']:.2f} [{interval[0]:.2f}-{interval[1]:.2f}] x{len(ok_repeats(rec))}"
+
+
+def speedup_interval(result: dict, rung: str, over: str | None = None) -> tuple[float, float] | None:
+    """The 95% interval of a speedup over the rungs' repeats (None without repeats on either side)."""
+    r = _ok(result, rung)
+    base = _ok(result, over) if over else _baseline_rung(result)
+    if not r or not base or r is base:
+        return None
+    ratio = repeats_ratio(per_repeat(r), per_repeat(base), CONFIDENCE)
+    return None if ratio is None else (ratio.low, ratio.high)
+
+
+def speedup_text(result: dict, rung: str, over: str | None = None) -> str:
+    """The speedup with its interval over repeats, marked (different runs) where the two rungs were measured in
+    different runs."""
+    s = speedup(result, rung, over)
+    if s is None:
+        return "-"
+    base = _ok(result, over) if over else _baseline_rung(result)
+    if base is _ok(result, rung):
+        return f"{s:.2f}x"
+    interval = speedup_interval(result, rung, over)
+    text = f"{s:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text if same_run(_ok(result, rung), base) else f"{text} (different runs)"
+
+
+def repeats_of(*records: dict) -> int:
+    return min(len(ok_repeats(r)) for r in records)
+
+
+def _two_sided(f: Figure, low: float, high: float) -> tuple[str, str]:
+    """The verdict of an interval of ours against theirs +- the tolerance (relative, or points)."""
+    tol = f.tolerance.value if f.tolerance.points else f.point * f.tolerance.value
+    lo_band, hi_band = f.point - tol, f.point + tol
+    if f.metric in LOWER_IS_BETTER:  # a lower step time is the better one: above the band is short of theirs
+        low, high, lo_band, hi_band = -high, -low, -hi_band, -lo_band
+    if lo_band <= low and high <= hi_band:
+        return REPRODUCED, "the interval lies inside theirs +- the tolerance"
+    if low > hi_band:
+        return EXCEEDED, "the interval lies above theirs + the tolerance (faster than published: another claim)"
+    if high < lo_band:
+        return NOT_REPRODUCED, "the interval lies below theirs - the tolerance"
+    return INCONCLUSIVE, "the interval straddles a boundary of theirs +- the tolerance: more repeats may decide"
 
 
 def _one_process_stand_in(result: dict, rung: str) -> str | None:
@@ -164,12 +219,14 @@ def judge(f: Figure, col: Column) -> Verdict:
         ours_value = speedup(result, ours_map["to_rung"], from_rung)
         ours_text = "-" if ours_value is None else f"{ours_value:.2f}x"
         bad = [r for r in (from_rung, ours_map["to_rung"]) if _ok(result, r) is None]
+        records = [_ok(result, ours_map["to_rung"]), _ok(result, from_rung)]
     else:
         rec = _ok(result, ours_map["rung"])
         if rec is not None:
             ours_value = rec["step_time_s"] if f.metric == "step_time" else rec["samples_per_s"]
             ours_text = f"{ours_value:.2f} {f.unit}"
         bad = [] if rec else [ours_map["rung"]]
+        records = [rec]
     if bad:
         statuses = {r["name"]: r["status"] for r in result["rungs"]}
         missing = ", ".join(f"{r} {statuses.get(r, 'not measured')}" for r in bad)
@@ -194,12 +251,31 @@ def judge(f: Figure, col: Column) -> Verdict:
             return verdict(
                 ours_text, NOT_COMPARABLE, f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}"
             )
-    ok = _within(ours_value, f)
-    why = over + (
-        f"ours {ours_text} vs theirs {f.value_text()}, tolerance {f.tolerance} "
-        f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})"
-    )
-    return verdict(ours_text, REPRODUCED if ok else NOT_REPRODUCED, why)
+    return _speed_verdict(f, col, ours_text, over, records)
+
+
+def _speed_verdict(f: Figure, col: Column, text: str, over: str, records: list[dict]) -> Verdict:
+    """What our rungs' records say about a comparable speed figure: parity, runs, repeats, then the interval."""
+    where = f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})"
+    broken = [r["name"] for r in records if (r.get("loss_parity") or {}).get("pass") is False]
+    if broken:
+        return Verdict(f, col.label, text, PARITY_FAILED, f"{', '.join(broken)} broke loss parity: no speed verdict")
+    if len(records) == 2 and not same_run(*records):
+        why = f"{records[1]['name']} and {records[0]['name']} were measured in different runs: no verdict"
+        return Verdict(f, col.label, text, DIFFERENT_RUNS, why)
+    n = repeats_of(*records)
+    base = f"{over}ours {text} vs theirs {f.value_text()}, tolerance {f.tolerance} {where}"
+    if n < MIN_REPEATS:
+        word = SINGLE_RUN if n == 1 else TOO_FEW_REPEATS
+        return Verdict(f, col.label, text, word, f"{base}; {n} of the {MIN_REPEATS} repeats a verdict needs")
+    if len(records) == 2:
+        ratio = repeats_ratio(per_repeat(records[0]), per_repeat(records[1]), CONFIDENCE)
+        low, high = ratio.low, ratio.high
+    else:
+        key = "step_time_s" if f.metric == "step_time" else "samples_per_s"
+        _, low, high = geometric_interval(per_repeat(records[0], key), CONFIDENCE)
+    verdict, why = _two_sided(f, low, high)
+    return Verdict(f, col.label, f"{text} [{low:.2f}-{high:.2f}] x{n}", verdict, f"{base}; {why}")
 
 
 def _untrained_policy(result: dict, model: str | None) -> str | None:
@@ -232,22 +308,14 @@ def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
             continue
         k, n = entry["successes"], entry["trials"]
         low, high = wilson_interval(k, n)
-        theirs, tol = f.point, f.tolerance.value if f.tolerance.points else f.point * f.tolerance.value
         ours = f"{100 * k / n:.1f}% ({k}/{n}, 95% {100 * low:.1f}-{100 * high:.1f})"
         label = f"{result['target']['name']} ({path.rsplit('/', 1)[-1]})"
         untrained = _untrained_policy(result, f.ours.get("policy"))
         if untrained:
             verdicts.append(Verdict(f, label, ours, NOT_COMPARABLE, untrained))
-        elif 100 * k / n >= theirs - tol:
-            verdicts.append(Verdict(f, label, ours, REPRODUCED, f"within {f.tolerance} of {f.value_text()} or better"))
-        elif 100 * high < theirs - tol:
-            verdicts.append(
-                Verdict(
-                    f, label, ours, NOT_REPRODUCED, f"even the interval's top is below {f.value_text()} - {f.tolerance}"
-                )
-            )
         else:
-            verdicts.append(Verdict(f, label, ours, NOT_COMPARABLE, f"too few trials to tell ({n})"))
+            verdict, why = _two_sided(f, 100 * low, 100 * high)
+            verdicts.append(Verdict(f, label, ours, verdict, f"95% Wilson interval against {f.value_text()}: {why}"))
     if not verdicts:
         verdicts.append(Verdict(f, "-", "-", NOT_COMPARABLE, f"no result with a {suite} success rate given"))
     return verdicts
@@ -303,17 +371,22 @@ def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: s
 
 
 def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None) -> str:
-    """Long format: one row per scenario, rung and result."""
+    """Long format: one row per scenario, rung and result, with the intervals over repeats where there are any."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
-        ["scenario", "rung", "target", "result", "status", "samples_per_s", "speedup_vs_own_baseline", "published"]
-    )
+        ["scenario", "rung", "target", "result", "status", "samples_per_s", "samples_per_s_low", "samples_per_s_high",
+         "repeats", "speedup_vs_own_baseline", "speedup_low", "speedup_high", "same_run_as_baseline", "published"]
+    )  # fmt: skip
     for scenario, cols in columns(results).items():
         first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
         for col in cols:
             for rec in col.result["rungs"]:
+                ok = rec["status"] == "ok"
                 s = speedup(col.result, rec["name"])
+                rate_interval = rec.get("samples_per_s_interval") or ["", ""]
+                s_interval = speedup_interval(col.result, rec["name"]) or ("", "")
+                base = _baseline_rung(col.result)
                 w.writerow(
                     [
                         scenario,
@@ -321,8 +394,12 @@ def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None
                         col.label,
                         col.path,
                         rec["status"],
-                        f"{rec['samples_per_s']:.4f}" if rec["status"] == "ok" else "",
+                        f"{rec['samples_per_s']:.4f}" if ok else "",
+                        *(f"{v:.4f}" if v != "" else "" for v in rate_interval),
+                        len(ok_repeats(rec)) if ok else "",
                         "" if s is None else f"{s:.4f}",
+                        *(f"{v:.4f}" if v != "" else "" for v in s_interval),
+                        "" if s is None else str(same_run(rec, base)).lower(),
                         _published_cell(figures or [], scenario, rec["name"], first),
                     ]
                 )

@@ -1,15 +1,16 @@
-"""Regression gates: a CURRENT result against a RECORDED baseline (docs/gates.md).
+"""Regression gates: a CURRENT result against a RECORDED baseline (docs/gates.md states the rules).
 
 Per rung present in both:
-- throughput compares the fastest quarter of the steps (75th percentile of per-step samples/s: other work
-  on a shared machine slows some steps, in either run, and leaves those alone) and fails only when it is
-  slower than the tolerance AND that is outside the run-to-run noise of the per-step samples (a bootstrap
-  interval of the ratio); the median is reported beside it;
+- throughput: samples over the total time of all timed steps (a slowed tail counts), the ratio's interval
+  over repeats where a side has them (the spread between processes), over steps of two single runs
+  otherwise; FAIL when slower than the tolerance and outside the interval, inconclusive when only the first
+  holds or when the machine probe measured a slower machine that explains the slowdown (harness/spread.py);
 - peak memory fails when larger than its tolerance; loss parity when it no longer passes;
 - a rung ok in the baseline that is missing or failed now is a regression.
-Per evaluation suite, the success rate fails when the one-sided Wilson upper bound of the current rate is
-below the recorded rate by more than the tolerance. Differences in target, software, workload or rung
-options do not stop the gate; they are reported as warnings.
+Per evaluation suite, success counts are compared with Fisher's exact test: FAIL when the rate dropped by more
+than the tolerance and the drop is significant at the gate's confidence, inconclusive when it dropped that
+far but the trials cannot tell. Differences in target, software, workload or rung options do not stop the
+gate; they are reported as warnings.
 
 The recorded baseline of a scenario on a target is results/<target>/<scenario>.json (`vlabench record`).
 """
@@ -25,15 +26,15 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .errors import InputError
-from .probe import probe_rates, same_kernel
+from .probe import same_kernel
+from .repeats import ok_repeats
 from .results import load_result
-from .timing import percentile, ratio_interval
+from .spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
 
 PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
 # 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 3
 SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
-FAST_QUARTER = 75  # percentile of per-step samples/s that the throughput gate compares
 WORKLOAD_KEYS = (
     "model",
     "model_size",
@@ -132,8 +133,9 @@ class GateReport:
 
     def legend(self) -> str:
         return (
-            f"throughput: samples/s of the fastest quarter of steps (p{FAST_QUARTER}), change with its "
-            f"{self.limits.confidence:.0%} bootstrap interval; the median's change in the note"
+            "throughput: samples over the total time of all timed steps, change with its "
+            f"{self.limits.confidence:.0%} interval (t over repeats, or a bootstrap of the steps of single runs); "
+            "the median's change in the note"
         )
 
     def text(self) -> str:
@@ -290,63 +292,91 @@ def global_batch(result: dict) -> int:
 
 
 def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits) -> Check:
-    """Gated on the fastest quarter of the steps (the 75th percentile of per-step samples/s): other work on a
-    shared machine only ever adds time, to some steps, and leaves those alone, whichever run it hit; a
-    slower rung slows them all. The median (the ladder table's samples/s) is reported beside it.
-
-    Other work that lasts the whole run slows every step, and no rule on the steps alone can tell that from
-    a slower rung; the machine probe timed beside the steps (harness/probe.py) can. A slowdown that fails
-    on the steps but is within tolerance once the machine's own slowdown is taken out is inconclusive. That
-    uses the upper end of the change's interval, and when the machine itself moved by more than the tolerance,
-    twice the tolerance: a rung sharing its CPU with other work slows by a few to 15 points more than the
-    small probe kernel (its larger working set suffers more from the other work's cache traffic), so dividing
-    the point estimate by the probe's read as a regression in about one busy A/A pair in three here. A rung
-    slower by more than that beyond what the machine explains still fails."""
-    base_rates = [base_batch / t for t in base["step_times_s"]]
-    cur_rates = [cur_batch / t for t in cur["step_times_s"]]
-    ratio, low, high = ratio_interval(cur_rates, base_rates, FAST_QUARTER, limits.confidence)
-    median_change = statistics.median(cur_rates) / statistics.median(base_rates) - 1
+    """The rule of docs/gates.md: the whole step-time distribution (samples over the total time of all timed
+    steps), an interval over repeats where either side has them (over the steps of each run otherwise), FAIL
+    when slower than the tolerance and outside that interval; the machine probe may turn a FAIL into
+    inconclusive only when it measured the machine slower and only by as much as it slowed."""
+    ratio = throughput_ratio(base, cur, base_batch, cur_batch, limits.confidence)
+    median_change = cur["samples_per_s"] / cur_batch / (base["samples_per_s"] / base_batch) - 1
     check = Check(
         name,
         "throughput",
         PASS,
-        f"{percentile(base_rates, FAST_QUARTER):.2f}/s",
-        f"{percentile(cur_rates, FAST_QUARTER):.2f}/s",
-        f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]",
-        f"median {median_change:+.1%}",
+        f"{_whole_rate(base, base_batch):.2f}/s",
+        f"{_whole_rate(cur, cur_batch):.2f}/s",
+        ratio.text(),
+        f"{_evidence(base, cur, ratio)}; median {median_change:+.1%}",
     )
-    machine = machine_ratio(base, cur)
-    if machine is not None and abs(machine - 1) >= 0.02:
-        check.note += f"; machine {machine - 1:+.1%} (probe)"
-    if ratio < 1 - limits.tolerance and high < 1:
-        allowed = limits.tolerance if machine is None or machine >= 1 - limits.tolerance else 2 * limits.tolerance
-        if machine is not None and high / machine >= 1 - allowed:
-            check.verdict = INCONCLUSIVE
-            check.note += (
-                f"; slower by more than {limits.tolerance:.0%}, but the machine itself was "
-                f"{1 - machine:.0%} slower during this run: run both again on a quiet machine"
-            )
-        else:
-            check.verdict = FAIL
-            check.note += f"; slower by more than {limits.tolerance:.0%} and outside run-to-run noise"
-            if machine is not None and machine < 1:
-                check.note += f" (the machine's own {1 - machine:.0%} slowdown does not explain it)"
-    elif ratio < 1 - limits.tolerance:
-        check.note += f"; slower by more than {limits.tolerance:.0%}, but within run-to-run noise"
-    elif median_change < -limits.tolerance:
-        check.note += "; the fastest steps are not slower: other work on the machine, or some steps slowed"
-    elif low > 1:
-        check.note += "; faster, outside noise"
+    machine = machine_ratio(base, cur, limits.confidence)
+    slower_machine = machine is not None and machine.high < 1
+    if machine is not None and (slower_machine or machine.low > 1):
+        check.note += f"; machine {machine.text()} (probe)"
+    verdict, tol = slowdown(ratio, limits.tolerance), limits.tolerance
+    if verdict == SLOWER and slower_machine and _machine_explains(ratio, machine, tol):
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; slower by more than {tol:.0%}, but the machine itself was {1 - machine.value:.0%} slower "
+            f"and the rung is within {tol:.0%} beyond that: run both again on a quiet machine, or `vlabench ab`"
+        )
+    elif verdict == SLOWER:
+        check.verdict = FAIL
+        check.note += f"; slower by more than {tol:.0%} and outside the interval"
+        if slower_machine:
+            check.note += f" (beyond the machine's own {1 - machine.value:.0%} slowdown)"
+    elif verdict == WITHIN_NOISE:
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; slower by more than {tol:.0%}, but within the interval: more repeats (--repeats) or `vlabench ab`"
+        )
+    elif ratio.low > 1:
+        check.note += "; faster, outside the interval"
     return check
 
 
-def machine_ratio(base: dict, cur: dict) -> float | None:
-    """How fast the machine ran during the current rung relative to the baseline's (fastest quarter of the
-    probe rates, as for the steps); None unless both rungs carry the same probe."""
-    b, c = base.get("machine_probe"), cur.get("machine_probe")
-    if not same_kernel(b, c):
+def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
+    """Whether the machine's measured slowdown leaves the rung within the tolerance: the rung's own change is
+    the ratio over the machine's; a regression of more than twice the tolerance beyond it always fails."""
+    own = ratio.value / machine.value
+    return own >= 1 - 2 * tolerance and ratio.high / machine.value >= 1 - tolerance
+
+
+def _whole_rate(rec: dict, batch: int) -> float:
+    return statistics.median(whole_rate(r["step_times_s"], batch) for r in ok_repeats(rec))
+
+
+def _evidence(base: dict, cur: dict, ratio: Ratio) -> str:
+    n_base, n_cur = len(ok_repeats(base)), len(ok_repeats(cur))
+    if ratio.method == "repeats":
+        return f"repeats {n_base} vs {n_cur} (t, {ratio.df} df)"
+    return "single runs: steps only, the spread between processes unknown"
+
+
+def throughput_ratio(base: dict, cur: dict, base_batch: int, cur_batch: int, confidence: float) -> Ratio:
+    """Current over baseline whole-run samples/s: over repeats where either side has two or more, else over
+    the steps of the two single runs."""
+    b, c = ok_repeats(base), ok_repeats(cur)
+    by_repeats = repeats_ratio(
+        [whole_rate(r["step_times_s"], cur_batch) for r in c],
+        [whole_rate(r["step_times_s"], base_batch) for r in b],
+        confidence,
+    )
+    if by_repeats is not None:
+        return by_repeats
+    return steps_ratio(c[0]["step_times_s"], b[0]["step_times_s"], cur_batch, base_batch, confidence)
+
+
+def machine_ratio(base: dict, cur: dict, confidence: float = 0.95) -> Ratio | None:
+    """How fast the machine ran during the current rung relative to the baseline's (the probe's matmuls over
+    its total time, per repeat), with its interval; None unless both rungs carry the same probe kernel."""
+    b = [r.get("machine_probe") for r in ok_repeats(base)]
+    c = [r.get("machine_probe") for r in ok_repeats(cur)]
+    if not b or not c or not all(same_kernel(b[0], p) for p in b + c):
         return None
-    return percentile(probe_rates(c), FAST_QUARTER) / percentile(probe_rates(b), FAST_QUARTER)
+    rate = lambda p: p.get("repeats", 1) * len(p["times_s"]) / sum(p["times_s"])  # noqa: E731
+    by_repeats = repeats_ratio([rate(p) for p in c], [rate(p) for p in b], confidence)
+    if by_repeats is not None:
+        return by_repeats
+    return steps_ratio(c[0]["times_s"], b[0]["times_s"], c[0].get("repeats", 1), b[0].get("repeats", 1), confidence)
 
 
 def _memory_check(name: str, base: dict, cur: dict, limits: Limits) -> Check:
@@ -406,30 +436,41 @@ def _rate_text(entry: dict) -> str:
 
 
 def _success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> Check:
-    from .stats import wilson_interval
+    """Fisher's exact test of the current successes against the recorded ones (both are samples): FAIL when the
+    rate dropped by more than the tolerance and the drop is significant at the gate's confidence; inconclusive
+    when it dropped that far but the trials cannot tell, with the trials that could."""
+    from .stats import fisher_lower_p, trials_to_detect
 
     subject = f"suite {suite}"
     if cur is None:
         return Check(subject, "success rate", FAIL, _rate_text(base), "missing", note="the suite was not evaluated")
     recorded = base["successes"] / base["trials"]
     rate = cur["successes"] / cur["trials"]
-    # The one-sided upper bound at confidence c is the upper end of the two-sided interval at 2c - 1.
-    upper = wilson_interval(cur["successes"], cur["trials"], 2 * limits.confidence - 1)[1]
-    below = upper < recorded - limits.success_tolerance
-    note = (
-        f"upper bound {upper:.1%} < recorded - {limits.success_tolerance * 100:g} points"
-        if below
-        else f"upper bound {upper:.1%}"
-    )
-    return Check(
+    p = fisher_lower_p(cur["successes"], cur["trials"], base["successes"], base["trials"])
+    check = Check(
         subject,
         "success rate",
-        FAIL if below else PASS,
+        PASS,
         _rate_text(base),
         _rate_text(cur),
         f"{(rate - recorded) * 100:+.1f} points",
-        note,
+        f"Fisher one-sided p={p:.2g}",
     )
+    tol = limits.success_tolerance
+    if recorded - rate <= tol:
+        return check
+    if p < 1 - limits.confidence:
+        check.verdict = FAIL
+        check.note += f" < {1 - limits.confidence:.2g}: dropped by more than {tol * 100:g} points"
+    else:
+        need = trials_to_detect(recorded, tol, limits.confidence)
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f": dropped by more than {tol * 100:g} points, but {cur['trials']} and {base['trials']} trials cannot "
+            f"tell; about {need} trials on each side would detect a {tol * 100:g}-point drop from "
+            f"{recorded:.0%} (80% power)"
+        )
+    return check
 
 
 def recorded_baseline_path(result: dict, results_dir: str | Path = "results") -> Path:

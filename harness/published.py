@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-
 from models.schema import AT_LEAST_ONE, Bounds, Expect, SchemaError, describe, parse, to_plain
 
 from .errors import InputError
+from .user_yaml import load_yaml
 
 PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "results" / "published"
 NOT_STATED = "not stated"
@@ -167,13 +166,7 @@ def load_published(directory: str | Path = PUBLISHED_DIR) -> list[Figure]:
 
 def _load_file(path: Path) -> list[Figure]:
     file = str(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise InputError(
-            file, f"line {mark.line + 1}" if mark else None, "valid YAML", getattr(e, "problem", None) or str(e)
-        ) from None
+    data = load_yaml(path.read_bytes(), file)  # one line for bad YAML, bad UTF-8 or a duplicate key
     try:
         published = parse(PublishedFile, data)
         return [_figure(raw, i, published, file) for i, raw in enumerate(published.figures)]

@@ -23,7 +23,7 @@ def _parity(p: dict | None) -> str:
 LADDER_HEADERS = (
     "rung",
     "status",
-    "samples/s (p10-p90)",
+    "samples/s",
     "vs baseline",
     "vs previous",
     "peak GiB",
@@ -101,20 +101,45 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
     return notes
 
 
+LADDER_LEGEND = (
+    "samples/s: the median, with (p10-p90) of one run's steps, or [95% interval over repeats] xN repeats; "
+    "speedups with [their 95% interval over repeats]; (different runs): the two rungs were measured in "
+    "different runs, a ratio no verdict rests on"
+)
+
+
+def samples_text(r: dict) -> str:
+    from .compare import rate_text
+
+    if r.get("samples_per_s_interval"):
+        return rate_text(r)
+    return f"{r['samples_per_s']:.2f} ({r['samples_per_s_p10']:.2f}-{r['samples_per_s_p90']:.2f})"
+
+
+def _speedup_cells(result: dict, r: dict, prev: dict | None) -> list[str]:
+    """vs baseline and vs previous, as stored, with the intervals over repeats and the different-runs mark."""
+    from .compare import speedup_text
+
+    base = speedup_text(result, r["name"]) if r.get("speedup_vs_baseline") else "-"
+    previous = speedup_text(result, r["name"], prev["name"]) if prev and r.get("speedup_vs_previous") else "-"
+    return [base, previous]
+
+
 def ladder_rows(result: dict) -> list[list[str]]:
     rows = []
     notes = rung_notes(result)
+    prev = None
     for r in result["rungs"]:
         if r["status"] != "ok":
             rows.append([r["name"], r["status"], "", "", "", "", "", "", "", r.get("reason") or ""])
             continue
+        speedups, prev = _speedup_cells(result, r, prev), r
         rows.append(
             [
                 r["name"],
                 "ok",
-                f"{r['samples_per_s']:.2f} ({r['samples_per_s_p10']:.2f}-{r['samples_per_s_p90']:.2f})",
-                _num(r.get("speedup_vs_baseline"), ".2f") + ("x" if r.get("speedup_vs_baseline") else ""),
-                _num(r.get("speedup_vs_previous"), ".2f") + ("x" if r.get("speedup_vs_previous") else ""),
+                samples_text(r),
+                *speedups,
                 _num(r.get("peak_memory_gib"), ".1f"),
                 _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
                 _num(r.get("compile_s"), ".1f"),
@@ -135,7 +160,8 @@ def ladder_table(result: dict, fmt: str = "simple") -> str:
     totals = (result.get("floor") or {}).get("totals")
     if totals:
         title += "; kernel floor " + ", ".join(f"{p} {v['samples_per_s']:.1f} samples/s" for p, v in totals.items())
-    return title + "\n" + tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
+    table = tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
+    return f"{title}\n{table}\n{LADDER_LEGEND}"
 
 
 def provenance_line(path: str, result: dict) -> str:

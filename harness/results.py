@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, get_args
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Expect, SchemaError, describe, parse
 
 from .errors import InputError
+from .result_checks import Mismatch, check_result
 
 SCHEMA = "vlabench.result/1"
 RungStatus = Literal["ok", "oom", "error", "unsupported", "skipped"]
@@ -173,6 +174,25 @@ class MachineProbeRecord:
 
 
 @dataclass(frozen=True)
+class RepeatRecord:
+    """One repeat of a rung (a fresh process each): its own status and, when ok, its own step figures."""
+
+    __open_schema__ = True
+    status: RungStatus
+    samples_per_s: PositiveNumber | None = None
+    samples_per_s_p10: PositiveNumber | None = None
+    samples_per_s_p90: PositiveNumber | None = None
+    step_time_s: PositiveNumber | None = None
+    step_times_s: Annotated[tuple[PositiveNumber, ...], AT_LEAST_ONE] | None = None
+
+    def __post_init__(self):
+        if self.status == "ok":
+            for key in ("samples_per_s", "step_times_s"):
+                if getattr(self, key) is None:
+                    raise SchemaError(key, "a value (the repeat is ok)", "nothing")
+
+
+@dataclass(frozen=True)
 class RungRecord:
     """The keys of a rung record that tables and gates compute with: present, finite and positive where a
     division or a ratio needs them, so a broken file is refused in one line instead of crashing a command."""
@@ -190,6 +210,10 @@ class RungRecord:
     losses: Annotated[tuple[float | None, ...], Expect("a list of numbers (null for a non-finite loss)")] | None = None
     peak_memory_gib: Annotated[float, NON_NEGATIVE] | None = None
     machine_probe: MachineProbeRecord | None = None
+    speedup_vs_baseline: PositiveNumber | None = None
+    speedup_vs_previous: PositiveNumber | None = None
+    # a rung measured in several processes: samples_per_s is then the median over the ok repeats
+    repeats: Annotated[tuple[RepeatRecord, ...], AT_LEAST_ONE] | None = None
 
     def __post_init__(self):
         if self.status != "ok" and not self.reason:
@@ -212,6 +236,17 @@ class SuccessEntry:
 
 
 @dataclass(frozen=True)
+class EpisodeRecord:
+    """What the success rates are counted from (harness/eval/runner.py success_rates)."""
+
+    __open_schema__ = True
+    suite: str
+    task: Annotated[int, NON_NEGATIVE]
+    status: str
+    success: bool | None = None
+
+
+@dataclass(frozen=True)
 class ResultWorkload:
     __open_schema__ = True
     batch_size: Annotated[int, AT_LEAST_ONE] | None = None  # ladders have one; evaluations do not
@@ -230,6 +265,7 @@ class ResultFile:
     rungs: Annotated[tuple[RungRecord, ...], Expect("a list of rung records")]
     nproc: Annotated[int, AT_LEAST_ONE] = 1
     success_rate: dict[str, SuccessEntry] | None = None
+    episodes: Annotated[tuple[EpisodeRecord, ...], Expect("a list of episode records")] | None = None
 
 
 def load_result(path) -> dict:
@@ -255,5 +291,9 @@ def load_result(path) -> dict:
     try:
         parse(ResultFile, data)
     except SchemaError as e:
+        fail(e.key, e.expected, e.got)
+    try:
+        check_result(data)  # figures that must follow from the stored data (harness/result_checks.py)
+    except Mismatch as e:
         fail(e.key, e.expected, e.got)
     return data

@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .data.pipeline import feed_kind
 from .errors import InputError
 from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
 from .processes import run_group
+from .repeats import combine, rotated
 from .results import ResultWriter, load_result, provenance
 from .scenario import Scenario
 
@@ -216,6 +218,22 @@ def check_dataset(
     load_meta(path)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """What one `vlabench run` measures, beside the scenario and target."""
+
+    command: list[str]
+    rung_names: list[str] | None = None
+    append: bool = False
+    rung_timeout_s: float | None = None
+    env: dict | None = None
+    header_extra: dict | None = None
+    nproc: int = 1
+    torchrun_args: list[str] | None = None
+    floor: bool = False
+    repeats: int = 1  # fresh processes per rung, in rounds with the rung order rotated
+
+
 def run_scenario(
     scenario: Scenario,
     target: Target,
@@ -230,15 +248,18 @@ def run_scenario(
     nproc: int = 1,
     torchrun_args: list[str] | None = None,
     floor: bool = False,
+    repeats: int = 1,
 ) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`. With `floor`,
-    the workload's kernel floor is measured first and kept in the result."""
-    family = get_family(scenario.model)
-    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
-    caps = capabilities(target, nproc)
+    the workload's kernel floor is measured first and kept in the result; with `repeats` > 1 every rung runs
+    that many times, each in a fresh process, round after round with the rung order rotated (harness/repeats.py)."""
+    plan = RunPlan(command, rung_names, append, rung_timeout_s, env, header_extra, nproc, torchrun_args, floor, repeats)
+    return _Run(scenario, target, Path(out_path), plan, progress).run()
+
+
+def result_header(scenario: Scenario, target: Target, workload: dict, caps: frozenset, plan: RunPlan) -> dict:
     device = get_device(target.backend, target_name=target.name)
-    header = {
+    return {
         "scenario": {
             "name": scenario.name,
             "path": scenario.path,
@@ -255,61 +276,111 @@ def run_scenario(
             "peak_source": target.peak_source,
             "capabilities": sorted(caps),
         },
-        "provenance": provenance(command),
+        "provenance": {**provenance(plan.command), "run_id": uuid.uuid4().hex[:12]},
         "workload": workload,
         # processes per rung (torchrun); workload.batch_size is per process, the global batch is the product
-        "nproc": nproc,
-        "torchrun_args": list(torchrun_args or []),
-        **(header_extra or {}),
+        "nproc": plan.nproc,
+        "torchrun_args": list(plan.torchrun_args or []),
+        **({"repeats": plan.repeats} if plan.repeats > 1 else {}),
+        **(plan.header_extra or {}),
     }
-    kept = {}
-    if append and Path(out_path).exists():
-        old = load_result(out_path)
-        if old["scenario"]["name"] != scenario.name or old["target"]["name"] != target.name:
-            raise InputError(
-                str(out_path),
-                "scenario/target",
-                f"{scenario.name} on {target.name} to append to",
-                f"{old['scenario']['name']} on {old['target']['name']} (use another --out)",
+
+
+def earlier_part(out_path: Path, scenario: Scenario, target: Target, header: dict) -> dict:
+    """The rungs of an earlier run to append to (their records by name); the header learns its provenance."""
+    old = load_result(out_path)
+    if old["scenario"]["name"] != scenario.name or old["target"]["name"] != target.name:
+        raise InputError(
+            str(out_path),
+            "scenario/target",
+            f"{scenario.name} on {target.name} to append to",
+            f"{old['scenario']['name']} on {old['target']['name']} (use another --out)",
+        )
+    header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
+    if "floor" in old:  # measured by an earlier part; a new --floor replaces it
+        header["floor"] = old["floor"]
+    return {r["name"]: r for r in old["rungs"]}
+
+
+class _Run:
+    """One `vlabench run`: the header first, then the file rewritten after every rung process."""
+
+    def __init__(self, scenario: Scenario, target: Target, out_path: Path, plan: RunPlan, progress):
+        self.scenario, self.target, self.out_path, self.plan, self.progress = scenario, target, out_path, plan, progress
+        self.family = get_family(scenario.model)
+        workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
+        workload["flops_per_sample"] = self.family.flops_per_sample(workload["model_size"], workload)
+        self.workload = workload
+        self.caps = capabilities(target, plan.nproc)
+        self.header = result_header(scenario, target, workload, self.caps, plan)
+        self.records: dict[str, dict] = {}
+        if plan.append and out_path.exists():
+            self.records = earlier_part(out_path, scenario, target, self.header)
+
+    def run(self) -> dict:
+        scenario, plan = self.scenario, self.plan
+        selected = plan.rung_names or scenario.rung_names()
+        check_dataset(scenario, self.workload, selected, self.progress)
+        self.writer = ResultWriter(self.out_path, self.header)
+        self.commit()
+        if plan.floor:
+            self.progress(f"kernel floor of the workload on {self.target.name}")
+            floor = measure_floor_process(
+                scenario, self.target, self.workload, self.caps, self.progress, plan.rung_timeout_s
             )
-        kept = {r["name"]: r for r in old["rungs"]}
-        header["provenance_earlier"] = [old["provenance"], *old.get("provenance_earlier", [])]
-        if "floor" in old:  # measured by an earlier part; a new --floor replaces it
-            header["floor"] = old["floor"]
-    selected = rung_names or scenario.rung_names()
-    check_dataset(scenario, workload, selected, progress)
-    writer = ResultWriter(out_path, header)
-    records = dict(kept)
+            self.writer.set("floor", floor)
+        todo = [r for r in scenario.ladder if r.name in selected]
+        done: dict[str, list[dict]] = {}
+        for round_index in range(plan.repeats):
+            for i, rung in enumerate(rotated(todo, round_index), 1):
+                where = (
+                    f"[{i}/{len(todo)}]"
+                    if plan.repeats == 1
+                    else f"[repeat {round_index + 1}/{plan.repeats}, {i}/{len(todo)}]"
+                )
+                rec, interrupted = self.run_rung(rung, where)
+                done.setdefault(rung.name, []).append({**rec, "repeat": round_index} if plan.repeats > 1 else rec)
+                self.records[rung.name] = self.rung_record(done[rung.name])
+                self.commit()
+                if interrupted is not None:
+                    raise interrupted
+        return self.writer.data
 
-    def commit():
-        rungs = [records[r.name] for r in scenario.ladder if r.name in records]
-        add_comparisons(rungs, family, scenario, workload)
-        writer.set("rungs", rungs)
+    def rung_record(self, repeats: list[dict]) -> dict:
+        if self.plan.repeats == 1:
+            return repeats[0]
+        keys = ("name", "options", "rung_options", "loader_options", "substituted")
+        shared = {k: repeats[0][k] for k in keys if k in repeats[0]}
+        per_repeat = [{k: v for k, v in r.items() if k not in keys} for r in repeats]
+        return {**shared, **combine(per_repeat, self.workload["batch_size"] * self.plan.nproc)}
 
-    commit()
-    if floor:
-        progress(f"kernel floor of the workload on {target.name}")
-        writer.set("floor", measure_floor_process(scenario, target, workload, caps, progress, rung_timeout_s))
-    todo = [r for r in scenario.ladder if r.name in selected]
-    for i, rung in enumerate(todo, 1):
-        progress(
-            f"[{i}/{len(todo)}] {rung.name} on {target.name} ({workload['model_size']} model, "
-            f"batch {workload['batch_size']})"
+    def commit(self):
+        rungs = [self.records[r.name] for r in self.scenario.ladder if r.name in self.records]
+        add_comparisons(rungs, self.family, self.scenario, self.workload)
+        self.writer.set("rungs", rungs)
+
+    def run_rung(self, rung, where: str) -> tuple[dict, KeyboardInterrupt | None]:
+        """One rung process; returns its record and the Ctrl-C that stopped it, if one did."""
+        target, plan, workload = self.target, self.plan, self.workload
+        self.progress(
+            f"{where} {rung.name} on {target.name} ({workload['model_size']} model, batch {workload['batch_size']})"
         )
         started = time.perf_counter()
-        rung, substituted = with_substitutes(scenario, target, rung, caps)
-        reason = unsupported_reason(scenario, target, rung, caps)
+        rung, substituted = with_substitutes(self.scenario, target, rung, self.caps)
+        reason = unsupported_reason(self.scenario, target, rung, self.caps)
         interrupted = None
         if reason:
             rec = {"status": "unsupported", "reason": reason}
         else:
+            spec = rung_spec(self.scenario, target, rung, workload)
             try:
                 rec = run_rung_process(
-                    rung_spec(scenario, target, rung, workload), progress, rung_timeout_s, env, nproc, torchrun_args
+                    spec, self.progress, plan.rung_timeout_s, plan.env, plan.nproc, plan.torchrun_args
                 )
             except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
                 rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
                 interrupted = exc
+        provenance_now = self.header["provenance"]
         rec = {
             "name": rung.name,
             "options": rung.cumulative,
@@ -317,18 +388,14 @@ def run_scenario(
             **({"loader_options": rung.loader_cumulative} if rung.loader_cumulative else {}),
             **rec,
             "wall_s": time.perf_counter() - started,
-            # which code measured this rung (a ladder split over calls merges rungs of several runs)
-            "measured": {k: header["provenance"][k] for k in ("git_sha", "dirty", "created_at")},
+            # which code and which run measured this rung (a ladder split over calls merges rungs of several runs)
+            "measured": {k: provenance_now[k] for k in ("git_sha", "dirty", "created_at", "run_id")},
         }
         if substituted:
             rec["substituted"] = substituted
-            progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")
-        progress(
+            self.progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")
+        self.progress(
             f"    -> {rec['status']}"
             + (f": {rec['reason']}" if rec.get("reason") else f", {rec['samples_per_s']:.2f} samples/s")
         )
-        records[rung.name] = rec
-        commit()
-        if interrupted is not None:
-            raise interrupted
-    return writer.data
+        return rec, interrupted

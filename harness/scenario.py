@@ -11,8 +11,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import yaml
-
 import models
 from models.family import Dtype
 from models.schema import (
@@ -33,6 +31,7 @@ from models.schema import (
 from .data.pipeline import DataSpec, LoaderOptions
 from .errors import InputError
 from .hardware import TARGETS, Capability
+from .user_yaml import load_yaml
 
 RUNG_NAME = Match(r"[a-z0-9][a-z0-9-]*", "a name of lowercase letters, digits and '-' (e.g. compile-backbone)")
 CompileBackend = Literal["inductor", "aot_eager", "eager"]
@@ -142,15 +141,7 @@ def load_scenario(path) -> Scenario:
         raise ScenarioError(path, None, "an existing scenario file", "no such file") from None
     except OSError as e:
         raise ScenarioError(path, None, "a readable scenario file", e.strerror or str(e)) from None
-    try:
-        data = yaml.safe_load(raw_bytes.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ScenarioError(path, None, "UTF-8 text", f"undecodable byte at offset {e.start}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        raise ScenarioError(path, where, "valid YAML", problem) from None
+    data = load_yaml(raw_bytes, path, ScenarioError)  # one line for bad YAML, bad UTF-8 or a duplicate key
     return _parse(path, hashlib.sha256(raw_bytes).hexdigest(), data)
 
 

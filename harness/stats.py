@@ -40,3 +40,29 @@ def rate_summary(successes: int, trials: int, confidence: float = 0.95) -> dict:
         "wilson_low": low,
         "wilson_high": high,
     }
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fisher_lower_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided p-value of Fisher's exact test that the first group's success rate is lower than the
+    second's: the probability, with both groups' margins fixed, of k1 or fewer successes in the first."""
+    total, successes = n1 + n2, k1 + k2
+    denom = _log_comb(total, n1)
+    low = max(0, n1 - (total - successes))
+    p = sum(
+        math.exp(_log_comb(successes, x) + _log_comb(total - successes, n1 - x) - denom) for x in range(low, k1 + 1)
+    )
+    return min(1.0, p)
+
+
+def trials_to_detect(rate: float, drop: float, confidence: float = 0.95, power: float = 0.8) -> int:
+    """Trials per side for a one-sided two-proportion test to detect a drop of `drop` from `rate` with the
+    given power (the normal approximation: a planning figure, not a guarantee)."""
+    p1, p2 = rate, max(0.0, rate - drop)
+    mean = (p1 + p2) / 2
+    z_a, z_b = NormalDist().inv_cdf(confidence), NormalDist().inv_cdf(power)
+    spread = z_a * math.sqrt(2 * mean * (1 - mean)) + z_b * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    return math.ceil((spread / (p1 - p2)) ** 2)

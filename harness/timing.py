@@ -32,27 +32,3 @@ def mfu(samples_per_s: float, flops_per_sample: float, peak_flops: float | None)
     if not peak_flops:
         return None
     return samples_per_s * flops_per_sample / peak_flops
-
-
-def ratio_interval(
-    current: list[float],
-    baseline: list[float],
-    q: float = 50,
-    confidence: float = 0.95,
-    resamples: int = 4000,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """The q-th percentile of `current` over that of `baseline`, with a percentile-bootstrap interval.
-
-    Each side's samples are resampled independently, so the interval shows how far the ratio moves with
-    the run-to-run noise of the steps themselves. A fixed seed makes the same inputs give the same verdict.
-    """
-    import numpy as np
-
-    cur, base = np.asarray(current, dtype=float), np.asarray(baseline, dtype=float)
-    rng = np.random.default_rng(seed)
-    cur_q = np.percentile(rng.choice(cur, size=(resamples, cur.size)), q, axis=1)
-    base_q = np.percentile(rng.choice(base, size=(resamples, base.size)), q, axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(cur_q / base_q, [tail, 100 - tail])
-    return float(np.percentile(cur, q) / np.percentile(base, q)), float(low), float(high)

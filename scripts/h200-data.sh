@@ -16,5 +16,5 @@ dataset=/tmp/datasets/libero-synthetic
 { time vlabench make-dataset --source synthetic --episodes "${EPISODES:-200}" --out "$dataset" --overwrite ; } \
   2>&1 | tail -5 | tee "$out/make-dataset.log"
 vlabench run scenarios/pi05-data.yaml --target h200 --dataset "$dataset" --out results/h200/pi05-data.json \
-  --rung-timeout "${RUNG_TIMEOUT:-330}" 2>&1 | tee "$out/pi05-data.log"
+  --overwrite --rung-timeout "${RUNG_TIMEOUT:-330}" 2>&1 | tee "$out/pi05-data.log"
 cp results/h200/pi05-data.json "$out/"

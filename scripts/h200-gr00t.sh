@@ -24,6 +24,6 @@ dataset=/tmp/datasets/libero-synthetic
 name=gr00t-loongforge$([ "$nproc" -gt 1 ] && echo "-ddp$nproc")
 args=(--target h200 --dataset "$dataset" --out "$out/$name.json" --rung-timeout "${RUNG_TIMEOUT:-240}")
 [ "$nproc" -gt 1 ] && args+=(--nproc "$nproc")
-[ -n "${RUNGS:-}" ] && args+=(--rungs "$RUNGS" --append)
+if [ -n "${RUNGS:-}" ]; then args+=(--rungs "$RUNGS" --append); else args+=(--overwrite); fi
 [ -n "${RUNGS:-}" ] && [ -f "results/h200/$name.json" ] && cp "results/h200/$name.json" "$out/$name.json"
 vlabench run scenarios/gr00t-loongforge.yaml "${args[@]}" 2>&1 | tee "$out/$name.log" | grep -v "^    step\|^    warm-up"

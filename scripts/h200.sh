@@ -7,7 +7,8 @@
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 #   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
 # The ladder is split because each compile rung compiles the full model (1-2.5 min) and one call may
-# run 10 minutes; --append merges the parts into one result file. VLABENCH_PREPARED=1 skips the installs (a
+# run 10 minutes; --append merges the parts into one result file. The results under results/h200/ are measured
+# again from scratch, so the commands that do not merge pass --overwrite (vlabench refuses an existing --out). VLABENCH_PREPARED=1 skips the installs (a
 # caller such as scripts/h200-pair.sh made them).
 set -uo pipefail
 part=$1
@@ -20,29 +21,29 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --f
 ladder=results/h200/pi05-loongforge.json
 run() { vlabench run scenarios/pi05-loongforge.yaml --target h200 --out $ladder --rung-timeout 450 "$@"; }
 case $part in
-  ladder-a) run --rungs community,prune-empty-cameras,compile-backbone,flex-attention 2>&1 | tee "$out/ladder-a.log" ;;
+  ladder-a) run --overwrite --rungs community,prune-empty-cameras,compile-backbone,flex-attention 2>&1 | tee "$out/ladder-a.log" ;;
   ladder-b) run --append --floor --rungs recompute-vit-only,compile-per-layer,fp8 2>&1 | tee "$out/ladder-b.log" ;;
   sweep)    vlabench recompute-sweep scenarios/pi05-loongforge.yaml --target h200 --compile none --batch-size 16 \
-              --warmup-steps 3 --timed-steps 8 --rung-timeout 200 \
+              --warmup-steps 3 --timed-steps 8 --rung-timeout 200 --overwrite \
               --out results/h200/pi05-loongforge-recompute-sweep.json 2>&1 | tee "$out/sweep.log"
             cp results/h200/pi05-loongforge-recompute-sweep.json "$out/"; exit 0 ;;
   beyond-sweep)
             sweep=results/h200/pi05-beyond-recompute-sweep.json
             vlabench recompute-sweep scenarios/pi05-beyond.yaml --target h200 --rung sdpa-joint-attention \
-              --compile none --warmup-steps 2 --timed-steps 5 --rung-timeout 150 --out $sweep 2>&1 \
+              --compile none --warmup-steps 2 --timed-steps 5 --rung-timeout 150 --out $sweep --overwrite 2>&1 \
               | tee "$out/beyond-sweep.log"
             vlabench recompute-plan $sweep --budget-gib 120 2>&1 | tee -a "$out/beyond-sweep.log"
             cp $sweep "$out/"; exit 0 ;;
   beyond)   vlabench run scenarios/pi05-beyond.yaml --target h200 --out results/h200/pi05-beyond.json --floor \
-              --rung-timeout 300 ${RUNGS:+--rungs "$RUNGS"} ${APPEND:+--append} 2>&1 | tee "$out/beyond.log"
+              --rung-timeout 300 ${RUNGS:+--rungs "$RUNGS"} $([ -n "${APPEND:-}" ] && echo --append || echo --overwrite) 2>&1 | tee "$out/beyond.log"
             cp results/h200/pi05-beyond.json "$out/"; exit 0 ;;
   beyond-profile)  # where the best bf16 and FP8 rungs' steps go (compute only)
             for rung in ${PROFILE_RUNGS:-planned-recompute fp8}; do
-              vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 \
+              vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 --overwrite \
                 --out "$out/pi05-beyond-profile-$rung.json" 2>&1 | grep -v "^USDT" | tee -a "$out/beyond-profile.log"
             done; exit 0 ;;
   ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \
-              --rung-timeout 150 2>&1 | tee "$out/ascend.log"
+              --overwrite --rung-timeout 150 2>&1 | tee "$out/ascend.log"
             cp results/h200/pi05-ascend.json "$out/"; exit 0 ;;
   ddp)      # needs a machine of several GPUs (kind nvidia-h200-x2 or larger): the two compile rungs
             # data-parallel over every GPU, for exposed all-reduce time per compile layout (RUNGS= picks rungs;
@@ -50,7 +51,7 @@ case $part in
             n=$(nvidia-smi -L | wc -l)
             vlabench run scenarios/pi05-loongforge.yaml --target h200 --nproc "$n" \
               --rungs "${RUNGS:-community,prune-empty-cameras,compile-backbone,flex-attention,recompute-vit-only,compile-per-layer}" \
-              --out "results/h200/pi05-loongforge-ddp$n.json" --rung-timeout "${RUNG_TIMEOUT:-450}" 2>&1 | tee "$out/ddp.log"
+              --out "results/h200/pi05-loongforge-ddp$n.json" --overwrite --rung-timeout "${RUNG_TIMEOUT:-450}" 2>&1 | tee "$out/ddp.log"
             cp "results/h200/pi05-loongforge-ddp$n.json" "$out/"; exit 0 ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac

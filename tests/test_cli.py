@@ -54,9 +54,15 @@ def test_show_accepts_tabulate_formats_only(capsys):
 
 def test_floor_takes_rung_timeout_and_keeps_timeout_as_a_hidden_alias(capsys):
     parser = build_parser()
-    assert parser.parse_args(["floor", "s.yaml", "--rung-timeout", "30"]).timeout == 30
+    assert parser.parse_args(["floor", "s.yaml", "--rung-timeout", "30"]).rung_timeout == 30
     assert parser.parse_args(["floor", "s.yaml", "--timeout", "40"]).timeout == 40
-    assert parser.parse_args(["floor", "s.yaml"]).timeout is None
+    args = parser.parse_args(["floor", "s.yaml"])
+    assert args.timeout is None and args.rung_timeout is None
+    # each is checked under the name it was given as
+    assert main(["floor", "s.yaml", "--rung-timeout", "0"]) == 2
+    assert one_line_error(capsys).endswith("--rung-timeout: expected a positive number of seconds, got 0")
+    assert main(["floor", "s.yaml", "--timeout", "-1"]) == 2
+    assert one_line_error(capsys).endswith("--timeout: expected a positive number of seconds, got -1")
     with pytest.raises(SystemExit):
         parser.parse_args(["floor", "--help"])
     help_text = capsys.readouterr().out

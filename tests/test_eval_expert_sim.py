@@ -150,11 +150,12 @@ def test_an_episode_does_not_depend_on_what_its_environment_ran_before(spatial):
     assert a.success and b.success and a.steps == b.steps and np.array_equal(state_a, state_b)
 
 
-def test_expert_refuses_tasks_it_does_not_cover(setup, capsys):
+def test_expert_refuses_tasks_it_does_not_cover(setup, tmp_path, capsys):
     from harness.cli import main
 
+    out = tmp_path / "r.json"
     code = main(
-        ["eval", "--suite", "libero_goal", "--tasks", "0,1", "--trials", "1", "--policy", "expert", "--out", os.devnull]
+        ["eval", "--suite", "libero_goal", "--tasks", "0,1", "--trials", "1", "--policy", "expert", "--out", str(out)]
     )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1

@@ -10,6 +10,7 @@ from harness.cli import main
 from harness.figures import waterfall
 from harness.published import load_published
 from harness.results import load_result
+from harness.timing import summarize_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -20,6 +21,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def rung(result, name):
     return next(r for r in result["rungs"] if r["name"] == name)
+
+
+def faster(record, factor, samples_per_step):
+    """A rung record whose every step took 1/factor of the time, its figures made from them again."""
+    record["step_times_s"] = [t / factor for t in record["step_times_s"]]
+    record.update(summarize_steps(record["step_times_s"], samples_per_step))
+    for key in ("speedup_vs_baseline", "speedup_vs_previous"):
+        record[key] *= factor
 
 
 def table_row(text, first_cell):
@@ -43,7 +52,7 @@ def test_report_writes_markdown_with_tables_figures_and_verdicts(tmp_path, capsy
     assert cells[1] == "ok" and float(cells[2].split()[0]) == round(fp8["samples_per_s"], 2)
     assert float(cells[3].rstrip("x")) == round(fp8["samples_per_s"] / base["samples_per_s"], 2)
     assert table_row(text, "vit-layers")[1] == "vision.layers.*"  # the recompute sweep's table
-    assert "| LoongForge bf16 " in text and "| reproduced " in text  # comparison with verdicts
+    assert "| LoongForge bf16 " in text and "| single run " in text  # comparison with verdicts
     images = ["ladder-h200-waterfall.png", "ladder-h200-rungs.png", "pi05-loongforge-hardware.png"]
     for name in images:
         assert f"]({name})" in text
@@ -77,7 +86,9 @@ def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
     assert f"({figure.as_posix()})" in top and f"From `{path}`" in top and "(docs/results.md)" in top
     fp8 = rung(headline, "fp8")
     assert float(table_row(top, "fp8")[2].split()[0]) == round(fp8["samples_per_s"], 2)
-    assert "| verdict " not in top and top.count("From `") == 1  # the headline only
+    assert (
+        "| covers " not in top and top.count("From `") == 1
+    )  # the headline only, its verdicts without the full comparison
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
@@ -133,17 +144,20 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     readme_md, results_md = tmp_path / "README.md", tmp_path / "docs" / "results.md"
     readme_md.write_text(f"# x\n\n{readme.HEADLINE_BEGIN}\nold\n{readme.HEADLINE_END}\n\nafter\n")
     results_md.write_text(f"# r\n\n{readme.BEGIN}\nold\n{readme.END}\n")
+    (tmp_path / "docs" / "gates.md").write_text(f"# g\n\n{readme.POWER_BEGIN}\nold\n{readme.POWER_END}\n")
     figure = "results/figures/pi05-loongforge-h200-waterfall.png"
-    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", figure]
+    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", "docs/gates.md", figure]
     assert main(["readme", "--repo", str(tmp_path), "--check"]) == 1
     assert "old" in readme_md.read_text() and "old" in results_md.read_text()  # a check changes nothing
     assert not (tmp_path / figure).exists()
-    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", figure]
+    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", "docs/gates.md", figure]
+    assert "10% slower" in (tmp_path / "docs" / "gates.md").read_text()  # the injected-change table
     result = load_result(H200)
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]
     top, full = readme_md.read_text(), results_md.read_text()
     assert "old" not in top and top.endswith(f"{readme.HEADLINE_END}\n\nafter\n")
-    assert f"{best:.2f}x" in top and "| verdict " not in top  # the ladder table, no comparison
+    assert f"{best:.2f}x" in top and "| LoongForge bf16 | 2.63x | " in top  # the ladder and its figures' verdicts
+    assert "| published figure | theirs | covers " not in top  # the full comparison is on docs/results.md
     assert "old" not in full and f"| {best:.2f}x " in full and "| verdict " in full  # the comparison
     assert (tmp_path / figure).read_bytes().startswith(PNG)
     assert readme.update_readme(tmp_path, check=True) == []
@@ -157,9 +171,9 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     assert readme.update_readme(tmp_path, check=True) == ["README.md"]
     readme.update_readme(tmp_path)
     changed = json.loads(Path(H200).read_text())
-    rung(changed, "fp8")["samples_per_s"] *= 1.5
+    faster(rung(changed, "fp8"), 1.5, changed["workload"]["batch_size"])
     (tmp_path / "results" / "h200" / "pi05-loongforge.json").write_text(json.dumps(changed))
-    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md"]
+    assert readme.update_readme(tmp_path, check=True)[:2] == ["README.md", "docs/results.md"]
 
 
 def test_update_readme_without_markers_says_which_file_in_one_line(tmp_path, capsys):

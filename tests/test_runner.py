@@ -128,3 +128,29 @@ def test_readme_results_section_is_current():
     from harness.readme import update_readme
 
     assert not update_readme(Path(__file__).resolve().parent.parent, check=True), "run `vlabench readme`"
+
+
+@pytest.mark.slow  # six rung processes
+def test_repeats_run_each_rung_in_fresh_processes_in_rotated_rounds(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    out, lines = tmp_path / "r.json", []
+    rungs = ["community", "needs-fp8", "prune"]
+    run_scenario(load_scenario(path), get_target("cpu"), out, ["test"], rungs, progress=lines.append, repeats=2)
+    started = [line.split("] ")[1].split(" on ")[0] for line in lines if line.startswith("[repeat")]
+    assert started == ["community", "needs-fp8", "prune", "needs-fp8", "prune", "community"]  # rotated
+    result = load_result(out)  # the cross-checks on load hold for the combined records
+    assert result["repeats"] == 2
+    by_name = {r["name"]: r for r in result["rungs"]}
+    community, prune = by_name["community"], by_name["prune"]
+    for rec in (community, prune):
+        assert [r["repeat"] for r in rec["repeats"]] == [0, 1]
+        rates = sorted(r["samples_per_s"] for r in rec["repeats"])
+        assert rec["samples_per_s"] == pytest.approx(sum(rates) / 2)  # the median of two
+        low, high = rec["samples_per_s_interval"]
+        assert low < rec["samples_per_s"] < high
+        assert rec["step_times_s"] == [t for r in rec["repeats"] for t in r["step_times_s"]]
+        assert len({r["measured"]["run_id"] for r in rec["repeats"]}) == 1
+    assert by_name["needs-fp8"]["status"] == "unsupported"
+    assert prune["loss_parity"]["pass"]
+    assert main(["show", str(out)]) == 0

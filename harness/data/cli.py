@@ -54,10 +54,12 @@ def _check_sizes(episodes: int, fps: int, image_size: int) -> None:
 
 
 def cmd_make_dataset(args) -> int:
+    from ..outputs import check_writable
     from .writer import check_target
 
     _check_args(args)
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
+    check_writable(args.out)  # the dataset is written beside --out, then renamed into place
     if args.source == "libero":
         from ..eval.main import _int_list
         from .libero_source import libero_episodes

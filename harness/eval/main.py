@@ -19,6 +19,7 @@ import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from ..errors import InputError, describe
+from ..outputs import at_least, check_out_file, positive_seconds
 from ..results import ResultWriter, provenance
 from ..utilisation import UtilisationSampler
 from .policies import POLICIES
@@ -346,6 +347,9 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
     p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
     p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --out (without it: refuse, or --resume to merge)"
+    )
+    p.add_argument(
         "--stop-after",
         metavar="SECONDS",
         help="start no new episode after this many seconds, let the running ones finish, write the result "
@@ -405,8 +409,12 @@ def config_from_args(args) -> EvalConfig:
         raise InputError("--suite", None, "LIBERO suites (" + ", ".join(SUITE_MAX_STEPS) + ")", ", ".join(unknown))
     pick = lambda arg, key, default: arg if arg is not None else settings.get(key, default)  # noqa: E731
     trials, workers = pick(args.trials, "trials", TRIALS), pick(args.workers, "workers", 1)
-    if trials < 1 or workers < 1:
-        raise InputError("--trials/--workers", None, "positive integers", f"{trials}, {workers}")
+    at_least("--trials", trials, 1, "a positive number of episodes per task")
+    at_least("--workers", workers, 1, "a positive number of worker processes")
+    at_least("--seed", args.seed, 0, "a non-negative seed")
+    at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
+    at_least("--batch-wait", args.batch_wait, 0, "a non-negative number of seconds")
+    positive_seconds("--episode-timeout", args.episode_timeout)
     return EvalConfig(
         suites=suites,
         tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
@@ -437,6 +445,8 @@ def cmd_eval(args) -> int:
     import sys
 
     cfg = config_from_args(args)
+    cfg.out = Path(cfg.out or default_out(cfg))  # checked before the simulator and the policy are set up
+    check_out_file(cfg.out, merge_flag="--resume", merging=cfg.resume, overwrite=args.overwrite)
     try:
         result = run_eval(cfg, ["vlabench", *sys.argv[1:]], progress=lambda line: print(line, flush=True))
     except ValueError as e:  # bad task indices, trial counts, checkpoint contents: one line, no traceback
