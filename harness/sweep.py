@@ -179,13 +179,14 @@ def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
             f"a budget of at least {peak(rows):.1f} GiB (recomputing every measured group), got {budget_gib:g}"
         )
     chosen, extra, peak = best
+    patterns = tuple(p for r in chosen for p in r["patterns"])
     return RecomputePlan(
         budget_gib=budget_gib,
         base_peak_gib=base["peak_memory_gib"],
         base_step_ms=base["step_time_s"] * 1e3,
         groups=tuple(r["group"] for r in chosen),
-        patterns=tuple(p for r in chosen for p in r["patterns"]),
+        patterns=patterns,
         peak_gib=peak,
         extra_ms=extra,
-        options=sweep_family(result).recompute_options(tuple(p for r in chosen for p in r["patterns"])),
+        options=sweep_family(result).recompute_options(patterns),
     )
