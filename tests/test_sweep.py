@@ -213,3 +213,24 @@ def test_the_compile_modes_are_the_familys(scenario, mode, message, capsys, tmp_
     assert main(["recompute-sweep", str(scenario), "--target", "cpu", "--compile", mode, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == f"vlabench: error: {message}\n" and not out.exists()
+
+
+def test_a_family_without_the_knobs_is_one_line():
+    """A family that declares no recompute groups, or no compile option, refuses the sweep or --compile by name."""
+    from harness.cli import _sweep_knobs_error
+    from models import ModelFamily
+
+    class Bare(ModelFamily):
+        name = "bare"
+
+    class GroupsOnly(Bare):
+        def recompute_groups(self):
+            return {"all": ("*",)}
+
+    assert _sweep_knobs_error(Bare(), SCENARIO, None) == (
+        f"{SCENARIO.path}: model: expected a family with module groups to recompute, got bare (none)"
+    )
+    assert _sweep_knobs_error(GroupsOnly(), SCENARIO, None) is None
+    assert _sweep_knobs_error(GroupsOnly(), SCENARIO, "none") == (
+        "--compile: expected no compile mode (bare has no compile option), got 'none'"
+    )
