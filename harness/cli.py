@@ -120,6 +120,8 @@ def _resolve_target(scenario, name: str | None):
 
 
 def cmd_recompute_sweep(args) -> int:
+    from models import get_family
+
     from .runner import run_scenario
     from .scenario import load_scenario
     from .sweep import default_rung, sweep_scenario, sweep_table
@@ -129,10 +131,15 @@ def cmd_recompute_sweep(args) -> int:
     at_least("--warmup-steps", args.warmup_steps, 0, "a non-negative number of steps")
     at_least("--timed-steps", args.timed_steps, 1, "a positive number of steps")
     scenario = load_scenario(args.scenario)
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
+    error = _sweep_knobs_error(get_family(scenario.model), scenario, args.compile)
+    if error:
+        return _fail(error)
     target, error = _resolve_target(scenario, args.target)
     if error:
         return _fail(error)
-    rung = args.rung or default_rung(scenario)
+    rung = args.rung or default_rung(scenario, _trainable_on(scenario, target))
     if rung not in scenario.rung_names():
         return _fail(f"--rung: expected a rung of {scenario.name} ({', '.join(scenario.rung_names())}), got {rung!r}")
     overrides = {
@@ -164,6 +171,29 @@ def cmd_recompute_sweep(args) -> int:
     return EXIT_OK if all(r["status"] in ("ok", "unsupported") for r in result["rungs"]) else EXIT_FAILED
 
 
+def _sweep_knobs_error(family, scenario, compile_mode: str | None) -> str | None:
+    """Why the family's knobs cannot make this sweep (no recompute groups, a compile mode it lacks), or None."""
+    if not family.recompute_groups():
+        return f"{scenario.path}: model: expected a family with module groups to recompute, got {family.name} (none)"
+    modes = family.compile_modes()
+    if compile_mode is None or compile_mode in modes:
+        return None
+    if not modes:
+        return f"--compile: expected no compile mode ({family.name} has no compile option), got {compile_mode!r}"
+    return f"--compile: expected one of {family.name}'s compile modes ({', '.join(modes)}), got {compile_mode!r}"
+
+
+def _trainable_on(scenario, target):
+    """Whether the target can train a rung of the scenario (with the target's substitutes), as `run` decides."""
+    from .hardware import capabilities
+    from .runner import unsupported_reason, with_substitutes
+
+    caps = capabilities(target)
+    return lambda rung: (
+        unsupported_reason(scenario, target, with_substitutes(scenario, target, rung, caps)[0], caps) is None
+    )
+
+
 def cmd_recompute_plan(args) -> int:
     import yaml
 
@@ -189,7 +219,7 @@ def cmd_recompute_plan(args) -> int:
         f"+{plan.extra_ms:.0f} ms per step over {plan.base_step_ms:.0f} ms"
     )
     print("rung option (the same batch size and compile mode as the sweep):")
-    print("  " + yaml.safe_dump({"recompute": plan.option}, default_flow_style=True, width=1000).strip())
+    print("  " + yaml.safe_dump(plan.options, default_flow_style=True, width=1000).strip())
     return EXIT_OK
 
 
@@ -482,9 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--rung", help="rung whose options are the base (default: the first pattern-recompute rung)")
     sweep.add_argument(
         "--compile",
-        choices=("none", "backbone", "per-layer"),
-        help="override the base's compile option (none avoids a compile per configuration)",
+        metavar="MODE",
+        help="override the base's compile mode, one of the model family's (none avoids a compile per configuration)",
     )
+    sweep.add_argument("--dataset", metavar="PATH", help="read batches from this dataset (as vlabench run)")
     sweep.add_argument("--batch-size", type=int)
     sweep.add_argument("--warmup-steps", type=int)
     sweep.add_argument("--timed-steps", type=int)

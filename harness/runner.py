@@ -41,11 +41,15 @@ def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
 
 
 def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
-    missing = [r for r in rung.requires if r not in caps]
-    if missing:
-        return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
+    """Why the target cannot train the rung: the model family's answer for the rung's options (the one place that
+    knows what an option needs), else a capability the rung's own `requires` names and the target lacks (for a
+    need its options cannot state, e.g. several processes for a rung whose option later rungs inherit)."""
     family = get_family(scenario.model)
-    return family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+    reason = family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+    missing = [r for r in rung.requires if r not in caps]
+    if reason or not missing:
+        return reason
+    return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
 
 
 def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
