@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.eval import sim
+from models.extras import pip_install
 from models.policy import REPLAN_STEPS, EvalPolicy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,7 +29,7 @@ pytestmark = [
     pytest.mark.slow,  # MuJoCo scenes take seconds each to build and step on a CPU
     pytest.mark.skipif(
         bool(_missing),
-        reason=f"LIBERO sim tests need the sim extra (pip install -e '.[sim]'); missing: {', '.join(_missing)}",
+        reason=f"LIBERO sim tests need the sim extra ({pip_install('sim')}); missing: {', '.join(_missing)}",
     ),
     pytest.mark.skipif(
         _assets() is None,
