@@ -445,12 +445,15 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .published import PUBLISHED_DIR
-
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
     parser.add_argument("--version", action="version", version=f"vlabench {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_recompute, _add_floor_and_profile, _add_result_commands, _add_module_commands):
+        add(sub)
+    return parser
 
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run a scenario's ladder on a target")
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
@@ -506,6 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
+
+def _add_recompute(sub) -> None:
     sweep = sub.add_parser("recompute-sweep", help="cost of recomputing each module group: ms per GiB saved")
     sweep.add_argument("scenario", help="scenario YAML file")
     sweep.add_argument("--target", help="target name; default: auto-detect")
@@ -531,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--budget-gib", type=float, required=True, help="peak memory the rung must fit in")
     plan.set_defaults(func=cmd_recompute_plan)
 
+
+def _add_floor_and_profile(sub) -> None:
     floor = sub.add_parser(
         "floor",
         help="the workload's kernel floor: every GEMM and attention call at the vendor "
@@ -564,6 +571,11 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     prof.set_defaults(func=cmd_profile)
 
+
+def _add_result_commands(sub) -> None:
+    """show, gate, record, compare, report."""
+    from .published import PUBLISHED_DIR
+
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")
     show.add_argument("--format", default="simple", help="tabulate format (default simple; github for markdown)")
@@ -571,9 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     gate = sub.add_parser(
         "gate",
-        help="regression gate: a result against a recorded baseline (exit 0 pass, "
-        "1 regression, 2 unusable input, 3 inconclusive: the machine itself was "
-        "slower during a run)",
+        help="regression gate: a result against a recorded baseline (exit 0 pass, 1 regression, 2 unusable "
+        "input, 3 inconclusive: the evidence cannot tell, or a slower machine explains it)",
     )
     gate.add_argument("current", help="result JSON to check")
     gate.add_argument("--baseline", help="recorded result JSON (default: results/<target>/<scenario>.json)")
@@ -613,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
     rep.set_defaults(func=cmd_report)
 
+
+def _add_module_commands(sub) -> None:
+    """Commands whose arguments live beside their logic, and readme."""
     from .gate_power import add_gate_power_arguments, cmd_gate_power
 
     power = sub.add_parser(
@@ -641,7 +655,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 1 if README.md or docs/results.md is stale, change nothing"
     )
     readme.set_defaults(func=cmd_readme)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
