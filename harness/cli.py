@@ -9,6 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from models import UnknownFamilyError
+
 from .errors import InputError
 from .hardware import TARGETS, detect_target, get_target
 from .outputs import at_least, check_out_dir, check_out_file, positive_seconds
@@ -28,6 +30,13 @@ def cmd_run(args) -> int:
 
     positive_seconds("--rung-timeout", args.rung_timeout)
     scenario = load_scenario(args.scenario)
+    if scenario.eval is not None:  # its ladder is a placeholder: `run` would train the full model for nothing
+        raise InputError(
+            scenario.path,
+            "eval",
+            "a training scenario for `vlabench run`",
+            f"an evaluation scenario (run it with: vlabench eval --scenario {scenario.path})",
+        )
     target, error = _resolve_target(scenario, args.target)
     if error:
         return _fail(error)
@@ -82,9 +91,12 @@ def with_dataset(scenario, path: str):
     from .data.pipeline import DataSpec
 
     data = scenario.workload.data
-    spec = dataclasses.replace(data, dataset=path) if isinstance(data, DataSpec) else DataSpec(dataset=path)
+    # a dataset named on the command line is never made: a mistyped path stays an error
+    spec = dataclasses.replace(data, dataset=path, make=None) if isinstance(data, DataSpec) else DataSpec(dataset=path)
     targets = {
-        name: {**o, "data": dataclasses.replace(o["data"], dataset=path)} if isinstance(o.get("data"), DataSpec) else o
+        name: {**o, "data": dataclasses.replace(o["data"], dataset=path, make=None)}
+        if isinstance(o.get("data"), DataSpec)
+        else o
         for name, o in scenario.targets.items()
     }
     return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)
@@ -108,6 +120,8 @@ def _resolve_target(scenario, name: str | None):
 
 
 def cmd_recompute_sweep(args) -> int:
+    from models import get_family
+
     from .runner import run_scenario
     from .scenario import load_scenario
     from .sweep import default_rung, sweep_scenario, sweep_table
@@ -117,10 +131,15 @@ def cmd_recompute_sweep(args) -> int:
     at_least("--warmup-steps", args.warmup_steps, 0, "a non-negative number of steps")
     at_least("--timed-steps", args.timed_steps, 1, "a positive number of steps")
     scenario = load_scenario(args.scenario)
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
+    error = _sweep_knobs_error(get_family(scenario.model), scenario, args.compile)
+    if error:
+        return _fail(error)
     target, error = _resolve_target(scenario, args.target)
     if error:
         return _fail(error)
-    rung = args.rung or default_rung(scenario)
+    rung = args.rung or default_rung(scenario, _trainable_on(scenario, target))
     if rung not in scenario.rung_names():
         return _fail(f"--rung: expected a rung of {scenario.name} ({', '.join(scenario.rung_names())}), got {rung!r}")
     overrides = {
@@ -152,6 +171,29 @@ def cmd_recompute_sweep(args) -> int:
     return EXIT_OK if all(r["status"] in ("ok", "unsupported") for r in result["rungs"]) else EXIT_FAILED
 
 
+def _sweep_knobs_error(family, scenario, compile_mode: str | None) -> str | None:
+    """Why the family's knobs cannot make this sweep (no recompute groups, a compile mode it lacks), or None."""
+    if not family.recompute_groups():
+        return f"{scenario.path}: model: expected a family with module groups to recompute, got {family.name} (none)"
+    modes = family.compile_modes()
+    if compile_mode is None or compile_mode in modes:
+        return None
+    if not modes:
+        return f"--compile: expected no compile mode ({family.name} has no compile option), got {compile_mode!r}"
+    return f"--compile: expected one of {family.name}'s compile modes ({', '.join(modes)}), got {compile_mode!r}"
+
+
+def _trainable_on(scenario, target):
+    """Whether the target can train a rung of the scenario (with the target's substitutes), as `run` decides."""
+    from .hardware import capabilities
+    from .runner import unsupported_reason, with_substitutes
+
+    caps = capabilities(target)
+    return lambda rung: (
+        unsupported_reason(scenario, target, with_substitutes(scenario, target, rung, caps)[0], caps) is None
+    )
+
+
 def cmd_recompute_plan(args) -> int:
     import yaml
 
@@ -177,7 +219,7 @@ def cmd_recompute_plan(args) -> int:
         f"+{plan.extra_ms:.0f} ms per step over {plan.base_step_ms:.0f} ms"
     )
     print("rung option (the same batch size and compile mode as the sweep):")
-    print("  " + yaml.safe_dump({"recompute": plan.option}, default_flow_style=True, width=1000).strip())
+    print("  " + yaml.safe_dump(plan.options, default_flow_style=True, width=1000).strip())
     return EXIT_OK
 
 
@@ -188,7 +230,11 @@ def cmd_floor(args) -> int:
     from .runner import measure_floor_process
     from .scenario import load_scenario
 
-    positive_seconds("--timeout", args.timeout)
+    # --rung-timeout, as on run and recompute-sweep; --timeout is its earlier name, still accepted (hidden)
+    timeout_flag, timeout = (
+        ("--timeout", args.timeout) if args.timeout is not None else ("--rung-timeout", args.rung_timeout)
+    )
+    positive_seconds(timeout_flag, timeout)
     scenario = load_scenario(args.scenario)
     target, error = _resolve_target(scenario, args.target)
     if error:
@@ -202,7 +248,7 @@ def cmd_floor(args) -> int:
     workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
     caps = capabilities(target)
     device = get_device(target.backend, target_name=target.name)
-    floor = measure_floor_process(scenario, target, workload, caps, print, args.timeout)
+    floor = measure_floor_process(scenario, target, workload, caps, print, timeout)
     header = {
         "kind": "floor",
         "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256},
@@ -281,9 +327,13 @@ def _default_out(name: str, target: str) -> Path:
 
 
 def cmd_show(args) -> int:
+    from tabulate import tabulate_formats
+
     from .report import result_table
     from .results import load_result
 
+    if args.format not in tabulate_formats:
+        raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
     for path in args.results:
         print(result_table(load_result(path), fmt=args.format))  # ladder, recompute sweep or eval
         print()
@@ -385,12 +435,25 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vlabench")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from .published import PUBLISHED_DIR
-
     parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
+    parser.add_argument("--version", action="version", version=f"vlabench {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_recompute, _add_floor_and_profile, _add_result_commands, _add_module_commands):
+        add(sub)
+    return parser
 
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run a scenario's ladder on a target")
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
@@ -446,15 +509,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
+
+def _add_recompute(sub) -> None:
     sweep = sub.add_parser("recompute-sweep", help="cost of recomputing each module group: ms per GiB saved")
     sweep.add_argument("scenario", help="scenario YAML file")
     sweep.add_argument("--target", help="target name; default: auto-detect")
     sweep.add_argument("--rung", help="rung whose options are the base (default: the first pattern-recompute rung)")
     sweep.add_argument(
         "--compile",
-        choices=("none", "backbone", "per-layer"),
-        help="override the base's compile option (none avoids a compile per configuration)",
+        metavar="MODE",
+        help="override the base's compile mode, one of the model family's (none avoids a compile per configuration)",
     )
+    sweep.add_argument("--dataset", metavar="PATH", help="read batches from this dataset (as vlabench run)")
     sweep.add_argument("--batch-size", type=int)
     sweep.add_argument("--warmup-steps", type=int)
     sweep.add_argument("--timed-steps", type=int)
@@ -470,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--budget-gib", type=float, required=True, help="peak memory the rung must fit in")
     plan.set_defaults(func=cmd_recompute_plan)
 
+
+def _add_floor_and_profile(sub) -> None:
     floor = sub.add_parser(
         "floor",
         help="the workload's kernel floor: every GEMM and attention call at the vendor "
@@ -478,7 +546,14 @@ def build_parser() -> argparse.ArgumentParser:
     floor.add_argument("scenario", help="scenario YAML file")
     floor.add_argument("--target", help="target name; default: auto-detect")
     floor.add_argument("--out", type=Path, help="result JSON path")
-    floor.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds")
+    floor.add_argument(
+        "--rung-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="end the measurement's process group after S seconds",
+    )
+    floor.add_argument("--timeout", type=float, help=argparse.SUPPRESS)  # the earlier name of --rung-timeout
     floor.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     floor.set_defaults(func=cmd_floor)
 
@@ -496,16 +571,20 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
     prof.set_defaults(func=cmd_profile)
 
+
+def _add_result_commands(sub) -> None:
+    """show, gate, record, compare, report."""
+    from .published import PUBLISHED_DIR
+
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")
-    show.add_argument("--format", default="simple", help="tabulate format, e.g. github for markdown")
+    show.add_argument("--format", default="simple", help="tabulate format (default simple; github for markdown)")
     show.set_defaults(func=cmd_show)
 
     gate = sub.add_parser(
         "gate",
-        help="regression gate: a result against a recorded baseline (exit 0 pass, "
-        "1 regression, 2 unusable input, 3 inconclusive: the machine itself was "
-        "slower during a run)",
+        help="regression gate: a result against a recorded baseline (exit 0 pass, 1 regression, 2 unusable "
+        "input, 3 inconclusive: the evidence cannot tell, or a slower machine explains it)",
     )
     gate.add_argument("current", help="result JSON to check")
     gate.add_argument("--baseline", help="recorded result JSON (default: results/<target>/<scenario>.json)")
@@ -545,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-published", action="store_true", help="leave the published figures out")
     rep.set_defaults(func=cmd_report)
 
+
+def _add_module_commands(sub) -> None:
+    """Commands whose arguments live beside their logic, and readme."""
     from .gate_power import add_gate_power_arguments, cmd_gate_power
 
     power = sub.add_parser(
@@ -582,7 +664,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 1 if README.md or docs/results.md is stale, change nothing"
     )
     readme.set_defaults(func=cmd_readme)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -590,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else argv  # the command as given, for provenance lines
     try:
         return args.func(args)
-    except (InputError, RuntimeError) as exc:  # user errors: one line, no traceback
+    except (InputError, RuntimeError, UnknownFamilyError) as exc:  # user errors: one line, no traceback
         return _fail(str(exc).splitlines()[0])
     except KeyboardInterrupt:
         print("\ninterrupted: finished rungs are kept in the result file", file=sys.stderr)

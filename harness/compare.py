@@ -153,7 +153,7 @@ def speedup_interval(result: dict, rung: str, over: str | None = None) -> tuple[
     """The 95% interval of a speedup over the rungs' repeats (None without repeats on either side)."""
     r = _ok(result, rung)
     base = _ok(result, over) if over else _baseline_rung(result)
-    if not r or not base:
+    if not r or not base or r is base:
         return None
     ratio = repeats_ratio(per_repeat(r), per_repeat(base), CONFIDENCE)
     return None if ratio is None else (ratio.low, ratio.high)
@@ -371,17 +371,22 @@ def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: s
 
 
 def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None) -> str:
-    """Long format: one row per scenario, rung and result."""
+    """Long format: one row per scenario, rung and result, with the intervals over repeats where there are any."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
-        ["scenario", "rung", "target", "result", "status", "samples_per_s", "speedup_vs_own_baseline", "published"]
-    )
+        ["scenario", "rung", "target", "result", "status", "samples_per_s", "samples_per_s_low", "samples_per_s_high",
+         "repeats", "speedup_vs_own_baseline", "speedup_low", "speedup_high", "same_run_as_baseline", "published"]
+    )  # fmt: skip
     for scenario, cols in columns(results).items():
         first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
         for col in cols:
             for rec in col.result["rungs"]:
+                ok = rec["status"] == "ok"
                 s = speedup(col.result, rec["name"])
+                rate_interval = rec.get("samples_per_s_interval") or ["", ""]
+                s_interval = speedup_interval(col.result, rec["name"]) or ("", "")
+                base = _baseline_rung(col.result)
                 w.writerow(
                     [
                         scenario,
@@ -389,8 +394,12 @@ def comparison_csv(results: list[tuple[str, dict]], figures: list[Figure] | None
                         col.label,
                         col.path,
                         rec["status"],
-                        f"{rec['samples_per_s']:.4f}" if rec["status"] == "ok" else "",
+                        f"{rec['samples_per_s']:.4f}" if ok else "",
+                        *(f"{v:.4f}" if v != "" else "" for v in rate_interval),
+                        len(ok_repeats(rec)) if ok else "",
                         "" if s is None else f"{s:.4f}",
+                        *(f"{v:.4f}" if v != "" else "" for v in s_interval),
+                        "" if s is None else str(same_run(rec, base)).lower(),
                         _published_cell(figures or [], scenario, rec["name"], first),
                     ]
                 )

@@ -174,12 +174,13 @@ def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress
     return {"dtype": workload["dtype"], "gemm_shapes": len(cache), "gemms": gemms, "attention": attn, "totals": totals}
 
 
-def floor_share(rung: dict, floor: dict | None) -> float | None:
-    """A rung's samples/s over the floor's of the precision it trains in (FP8 for FP8 rungs when measured)."""
+def floor_share(rung: dict, floor: dict | None, fp8_linears: bool) -> float | None:
+    """A rung's samples/s over the floor's of the precision it trains in: the FP8 floor, when measured, for a rung
+    whose linears train in FP8 (`fp8_linears`, the model family's reading of the rung's options)."""
     if not floor or rung.get("status") != "ok":
         return None
     totals = floor["totals"]
-    fp8 = (rung.get("options") or {}).get("linear") == "fp8" and "fp8" in totals
+    fp8 = fp8_linears and "fp8" in totals
     return rung["samples_per_s"] / totals["fp8" if fp8 else floor["dtype"]]["samples_per_s"]
 
 

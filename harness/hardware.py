@@ -17,6 +17,8 @@ from typing import Literal, get_args
 
 import torch
 
+from models.extras import pip_install
+
 # Capabilities a rung may `require`; a target lacking one records the rung as unsupported.
 # multi-process: the rung runs in several data-parallel processes (`vlabench run --nproc N`, N > 1)
 Capability = Literal["fp8", "flex-backward", "compile", "multi-process"]
@@ -230,7 +232,9 @@ def get_device(backend: str, index: int | None = None, target_name: str | None =
         try:
             importlib.import_module("torch_npu")
         except ImportError as e:
-            raise RuntimeError(f"target {target_name or 'npu'} needs torch_npu; install vlabench[npu]") from e
+            raise RuntimeError(
+                f"target {target_name or 'npu'} needs torch_npu; install vlabench[npu]: {pip_install('npu')}"
+            ) from e
     elif backend == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             f"target {target_name or 'cuda'} needs a CUDA GPU and a CUDA build of torch; "

@@ -204,6 +204,7 @@ def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) ->
             result_table(result),
             "```",
             provenance_line(path, result),
+            *headline_verdicts(path, result, load_published(repo / "results" / "published")),
         ]
     parts += libero_block(results, load_published(repo / "results" / "published"))
     doc = RESULTS_DOC.as_posix()
@@ -217,6 +218,24 @@ def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) ->
         HEADLINE_END,
     ]
     return "\n".join(parts)
+
+
+def headline_verdicts(path: str, result: dict, figures: list) -> list[str]:
+    """The published figures of the headline ladder, each with our figure and its verdict (harness/compare.py)."""
+    mine = [f for f in figures if (f.ours or {}).get("scenario") == result["scenario"]["name"]]
+    items = [v for v in compare.verdicts([(path, result)], mine) if v.verdict != compare.NOT_COMPARABLE]
+    if not items:
+        return []
+    rows = [f"| {v.figure.label} | {v.figure.value_text()} | {v.ours} | {v.verdict} |" for v in items]
+    return [
+        "",
+        "Beside LoongForge's published figures (verdicts from at least 3 repeats, two-sided: "
+        "[published figures](docs/published.md)):",
+        "",
+        "| published figure | theirs | ours [95% interval] xN repeats | verdict |",
+        "|---|---|---|---|",
+        *rows,
+    ]
 
 
 def _rewritten(path: Path, begin: str, end: str, block: str) -> tuple[str, str]:

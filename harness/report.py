@@ -34,22 +34,24 @@ LADDER_HEADERS = (
 )
 
 
-def floor_note(rung: dict, result: dict) -> str | None:
+def floor_note(rung: dict, result: dict, knobs) -> str | None:
+    """The rung's share of the kernel floor of the precision it trains in (`knobs`: the family's reading of its
+    options)."""
     from .floor import floor_share
 
     floor = result.get("floor")
-    share = floor_share(rung, floor if floor and "totals" in floor else None)
+    share = floor_share(rung, floor if floor and "totals" in floor else None, knobs.fp8_linears)
     return None if share is None else f"{share:.0%} of the kernel floor"
 
 
 RESERVED_NOTE = 1.25  # a rung whose peak reserved memory exceeds its allocated peak by this factor notes it
 
 
-def _graph_pool_unrecorded(rung: dict) -> bool:
-    """A rung replaying CUDA graphs, from a result written before peak reserved memory was recorded: its allocated
-    peak leaves out the graph's pool (reserved, not allocated, once captured), so it reads too low."""
-    graphs = (rung.get("options") or {}).get("cuda_graphs")
-    return graphs not in (None, False, "none") and "peak_reserved_gib" not in rung
+def _graph_pool_unrecorded(rung: dict, knobs) -> bool:
+    """A rung replaying CUDA graphs (the family says so from its options), from a result written before peak
+    reserved memory was recorded: its allocated peak leaves out the graph's pool (reserved, not allocated, once
+    captured), so it reads too low."""
+    return knobs.cuda_graphs and "peak_reserved_gib" not in rung
 
 
 def rung_notes(result: dict) -> dict[str, list[str]]:
@@ -62,6 +64,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
     for r in result["rungs"]:
         n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
         if r["status"] == "ok":
+            knobs = family.knobs(r["options"])
             if (r.get("world_size") or 1) > 1 and r.get("exposed_comm_s") is not None:
                 n.append(
                     f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
@@ -76,8 +79,8 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                     + "/".join(f"{ms:.0f}" for ms in r["bucket_lead_ms"])
                     + f" ms before backward's end; waited {r['comm_tail_ms']:.0f} ms after it"
                 )
-            if floor_note(r, result):
-                n.append(floor_note(r, result))
+            if floor_note(r, result, knobs):
+                n.append(floor_note(r, result, knobs))
             if r.get("data_wait_ms") is not None:
                 kind = (r.get("loader") or {}).get("kind", "torch")
                 prepare = r.get("prepare_ms")
@@ -87,7 +90,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
                 )
             if r.get("loss_parity_note"):
                 n.append(r["loss_parity_note"])
-            if _graph_pool_unrecorded(r):
+            if _graph_pool_unrecorded(r, knobs):
                 n.append("allocated peak misses the CUDA graph's memory pool (reserved memory not in this result)")
             elif prev is not None and prev.get("peak_memory_gib") is not None and r.get("peak_memory_gib") is not None:
                 n.append(f"peak {r['peak_memory_gib'] - prev['peak_memory_gib']:+.1f} GiB vs previous")

@@ -41,11 +41,15 @@ def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
 
 
 def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
-    missing = [r for r in rung.requires if r not in caps]
-    if missing:
-        return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
+    """Why the target cannot train the rung: the model family's answer for the rung's options (the one place that
+    knows what an option needs), else a capability the rung's own `requires` names and the target lacks (for a
+    need its options cannot state, e.g. several processes for a rung whose option later rungs inherit)."""
     family = get_family(scenario.model)
-    return family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+    reason = family.unsupported_reason(family.parse_options(rung.cumulative), target.backend, caps)
+    missing = [r for r in rung.requires if r not in caps]
+    if reason or not missing:
+        return reason
+    return f"target {target.name} lacks {', '.join(missing)} (has: {', '.join(sorted(caps)) or 'none'})"
 
 
 def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
@@ -186,12 +190,15 @@ def measure_floor_process(
         return {"error": f"the floor measurement failed ({why})", "output_tail": done.tail}
 
 
-def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> None:
+def check_dataset(
+    scenario: Scenario, workload: dict, selected: list[str], progress: Callable[[str], None] = print
+) -> None:
     """A ladder that reads a dataset fails at once, in one line, when the dataset is missing or broken,
-    instead of once per rung."""
+    instead of once per rung; a missing one whose `data.make` says how is made first."""
     data = workload.get("data")
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
+    from .data.cli import make_missing
     from .data.dataset import load_meta
     from .data.errors import DatasetError
 
@@ -203,6 +210,7 @@ def check_dataset(scenario: Scenario, workload: dict, selected: list[str]) -> No
             "data: synthetic",
         )
     path = Path(data["dataset"])
+    make_missing(data, progress)
     if not path.exists():
         raise DatasetError(
             path,
@@ -316,7 +324,7 @@ class _Run:
     def run(self) -> dict:
         scenario, plan = self.scenario, self.plan
         selected = plan.rung_names or scenario.rung_names()
-        check_dataset(scenario, self.workload, selected)
+        check_dataset(scenario, self.workload, selected, self.progress)
         self.writer = ResultWriter(self.out_path, self.header)
         self.commit()
         if plan.floor:

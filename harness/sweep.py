@@ -3,43 +3,51 @@
 Starting from one rung's options with recompute off, each candidate group (the family's
 `recompute_groups`) is recomputed alone; every configuration is a rung of its own process, so the
 usual result file, progress and failure handling apply. The cost table is ms of extra step time per
-GiB of peak memory saved, the figure LoongForge used to pick what to recompute.
+GiB of peak memory saved, the figure LoongForge used to pick what to recompute. The options that
+recompute a group, or nothing, and that set the compile mode are the family's to write
+(`recompute_options`, `compile_options`); which patterns a rung recomputes is the family's to read (`knobs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from tabulate import tabulate
 
-from models import get_family
+from models import ModelFamily, get_family
 
 from .scenario import Rung, Scenario
 
 BASE = "no-recompute"
 
 
-def default_rung(scenario: Scenario) -> str:
-    """The first rung that recomputes by pattern (the ladder's recompute choice), else the last rung."""
+def default_rung(scenario: Scenario, trainable: Callable[[Rung], bool] = lambda rung: True) -> str:
+    """The first rung that recomputes by pattern (the ladder's recompute choice), else the last rung the
+    target can train (`trainable`), else the last rung."""
+    family = get_family(scenario.model)
     for rung in scenario.ladder:
-        if isinstance(rung.cumulative.get("recompute"), dict):
+        if family.knobs(rung.cumulative).recompute_patterns:
             return rung.name
-    return scenario.ladder[-1].name
+    return next((r.name for r in reversed(scenario.ladder) if trainable(r)), scenario.ladder[-1].name)
 
 
 def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None, workload_overrides: dict) -> Scenario:
-    """A scenario whose rungs are the base (no recompute) and one rung per recompute group."""
+    """A scenario whose rungs are the base (no recompute) and one rung per recompute group, all with the base
+    rung's options and input pipeline."""
+    family = get_family(scenario.model)
     base = next(r for r in scenario.ladder if r.name == rung_name)
-    options = {**base.cumulative, "recompute": "none"}
-    if compile_mode:
-        options["compile"] = compile_mode
-    groups = get_family(scenario.model).recompute_groups()
-    rungs = [Rung(BASE, {"recompute": "none"}, options)]
-    for group, patterns in groups.items():
-        rec = {"patterns": list(patterns)}
-        rungs.append(Rung(f"recompute-{group}", {"recompute": rec}, {**options, "recompute": rec}))
+    off = family.recompute_options(())
+    options = {**base.cumulative, **off, **(family.compile_options(compile_mode) if compile_mode else {})}
+    loader = base.loader_cumulative
+    rungs = [Rung(BASE, off, options, loader=loader, loader_cumulative=loader)]
+    for group, patterns in family.recompute_groups().items():
+        rec = family.recompute_options(patterns)
+        rungs.append(Rung(f"recompute-{group}", rec, {**options, **rec}, loader_cumulative=loader))
     targets = {name: {**overrides, **workload_overrides} for name, overrides in scenario.targets.items()}
-    return dataclasses.replace(scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs), targets=targets)
+    return dataclasses.replace(
+        scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs), targets=targets, parity_baseline=None
+    )
 
 
 def step_noise_ms(a: dict, b: dict) -> float:
@@ -50,17 +58,22 @@ def step_noise_ms(a: dict, b: dict) -> float:
     return max(percentile(r["step_times_s"], 75) - percentile(r["step_times_s"], 25) for r in (a, b)) * 1e3
 
 
+def sweep_family(result: dict) -> ModelFamily:
+    return get_family(result["workload"]["model"])
+
+
 def sweep_rows(result: dict) -> list[dict]:
     """Extra step time and saved peak memory of each group against the no-recompute base."""
     by_name = {r["name"]: r for r in result["rungs"]}
     base = by_name.get(BASE)
+    family = sweep_family(result)
     rows = []
     for r in result["rungs"]:
         if r["name"] == BASE:
             continue
         row = {
             "group": r["name"].removeprefix("recompute-"),
-            "patterns": r["options"]["recompute"]["patterns"],
+            "patterns": list(family.knobs(r["options"]).recompute_patterns),
             "status": r["status"],
             "step_ms": None,
             "extra_ms": None,
@@ -138,11 +151,7 @@ class RecomputePlan:
     patterns: tuple[str, ...]
     peak_gib: float  # predicted
     extra_ms: float  # predicted; a group whose measured extra time was negative counts 0
-
-    @property
-    def option(self) -> dict | str:
-        """The rung option that applies the plan."""
-        return {"patterns": list(self.patterns)} if self.patterns else "none"
+    options: dict  # the rung options that apply the plan, in the family's terms
 
 
 def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
@@ -170,12 +179,14 @@ def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
             f"a budget of at least {peak(rows):.1f} GiB (recomputing every measured group), got {budget_gib:g}"
         )
     chosen, extra, peak = best
+    patterns = tuple(p for r in chosen for p in r["patterns"])
     return RecomputePlan(
         budget_gib=budget_gib,
         base_peak_gib=base["peak_memory_gib"],
         base_step_ms=base["step_time_s"] * 1e3,
         groups=tuple(r["group"] for r in chosen),
-        patterns=tuple(p for r in chosen for p in r["patterns"]),
+        patterns=patterns,
         peak_gib=peak,
         extra_ms=extra,
+        options=sweep_family(result).recompute_options(patterns),
     )

@@ -4,6 +4,11 @@
 models/__init__.py) to parse a rung's options, say whether a target can train them, build the model, make
 batches, take a training step, count FLOPs and judge loss parity, and measures the rest itself. A family
 needs nothing else from the harness, and the harness calls nothing else on a family.
+
+Option names and values are the family's own: where the harness needs to know what a rung's options do (does
+it replay CUDA graphs, train linears in FP8, recompute by pattern) or needs to write options (the recompute
+sweep's configurations), it asks the family (`knobs`, `recompute_options`, `compile_options`) and never looks
+an option up by name.
 """
 
 from __future__ import annotations
@@ -69,6 +74,19 @@ class Applied:
         return to_plain(self)
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """What a rung's options set, in the terms the harness reports and sweeps on (read by the family from its
+    own options; a family without one of these knobs keeps the default)."""
+
+    compile: str | None = None  # the compile mode, one of the family's compile_modes(); None: no compile knob
+    # the module-name patterns the options recompute by pattern; empty: nothing, or a preset that is not a
+    # pattern list (e.g. Pi0.5's nested-full)
+    recompute_patterns: tuple[str, ...] = ()
+    cuda_graphs: bool = False  # the step replays CUDA graphs (their memory pool is reserved, not allocated)
+    fp8_linears: bool = False  # linears train in FP8 (the kernel floor to compare with is the FP8 one)
+
+
 @dataclass
 class Built:
     model: nn.Module
@@ -118,9 +136,28 @@ class ModelFamily:
         """Analytic remarks on what a rung changes, for tables (raw option mappings in)."""
         return []
 
+    # -- knobs: what the harness asks instead of reading option values by name (raw option mappings in and out)
+    def knobs(self, options: dict) -> Knobs:
+        """What a rung's cumulative options set (raises SchemaError on options this family cannot read)."""
+        return Knobs()
+
     def recompute_groups(self) -> dict[str, tuple[str, ...]]:
-        """Module-name pattern groups that `vlabench recompute-sweep` recomputes one at a time."""
+        """Disjoint module-name pattern groups that `vlabench recompute-sweep` recomputes one at a time; empty
+        when the family has no recompute-by-pattern option."""
         return {}
+
+    def recompute_options(self, patterns: tuple[str, ...]) -> dict:
+        """The options that, merged over a rung's, recompute exactly the modules matching `patterns` (nothing
+        when empty). Only asked of a family with recompute groups."""
+        raise NotImplementedError(f"{self.name} has no recompute option")
+
+    def compile_modes(self) -> tuple[str, ...]:
+        """The values of the family's compile option, the one that compiles nothing first; empty without one."""
+        return ()
+
+    def compile_options(self, mode: str) -> dict:
+        """The options that, merged over a rung's, set the compile mode (one of compile_modes())."""
+        raise NotImplementedError(f"{self.name} has no compile option")
 
     def ddp_flags(self, options) -> DdpFlags | None:
         """The rung's DistributedDataParallel flags, or None for DDP's defaults (several processes) or no
@@ -206,6 +243,7 @@ __all__ = [
     "DataProcessor",
     "DdpFlags",
     "Dtype",
+    "Knobs",
     "ModelFamily",
     "SchemaError",
     "Step",

@@ -10,12 +10,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .extras import pip_install
+
 
 def torch_npu_module():
     try:
         import torch_npu
     except ImportError as e:  # the npu extra is optional
-        raise RuntimeError("this option needs torch_npu on an Ascend NPU: pip install vlabench[npu]") from e
+        raise RuntimeError(
+            f"this option needs torch_npu on an Ascend NPU: install vlabench[npu]: {pip_install('npu')}"
+        ) from e
     return torch_npu
 
 

@@ -1,48 +1,64 @@
 """Policies for closed-loop evaluation (`vlabench eval`), as model families provide them: the interface the
-evaluation runner drives, and what every learned-model policy needs (its device and dtype, random weights for
-throughput runs, a checkpoint from a path or the Hugging Face Hub).
+evaluation runner drives (`EvalPolicy`), and what every learned-model policy needs (its device and dtype,
+random weights for throughput runs, a checkpoint from a path or the Hugging Face Hub).
 
 A policy takes a batch of observations (each: `image` and `wrist_image` uint8 224x224x3, `state` float32 [8],
-`prompt` str, `noise_seed` int) and returns one action chunk [H, 7] per observation. The runner batches the
-observations of every environment waiting for a chunk into one `infer` call.
+`prompt` str, `noise_seed` int; a privileged policy's also `sim_state`, and a policy that needs no images gets
+only `state`, `prompt` and `noise_seed`) and returns one action chunk [H, 7] per observation. The runner batches
+the observations of every environment waiting for a chunk into one `infer` call.
 """
 
 from __future__ import annotations
 
+import abc
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 HUB_PATTERNS = ["*.safetensors", "*.json", "assets/**", "*.model"]
+REPLAN_STEPS = 5  # the openpi LIBERO protocol's: actions executed from each chunk before the next observation
 
 
 class PolicyError(RuntimeError):
     """A policy that cannot be built (bad checkpoint, missing tokenizer, ...), in one line."""
 
 
-class EvalPolicy:
-    name = "policy"
-    # What the policy needs from the environment workers (sent with each episode): the defaults are the openpi
-    # protocol; a scripted policy reading simulator state (the harness's LIBERO expert) differs.
-    needs_images = True  # False: the workers never render
-    privileged = False  # True: each observation carries `sim_state` (simulator poses and the task's goal)
-    replan_steps = 5  # actions executed from each chunk before the next observation (the openpi protocol's 5)
-    batches = True  # False: a call costs next to nothing, the runner sends each observation without waiting
+class EvalPolicy(abc.ABC):
+    """The interface `vlabench eval` drives: every evaluation policy subclasses it, and the evaluation reads these
+    attributes and calls these methods, nothing else. The defaults are a learned policy's under the openpi
+    protocol, on the CPU; a policy overrides what differs (as class attributes, or set in `__init__`)."""
 
+    name: str  # the policy's name in results and in `--policy`; every policy sets it
+    # What the policy needs from the environment workers (sent with each episode):
+    needs_images: bool = True  # False: the workers never render, observations carry no images
+    privileged: bool = False  # True: each observation carries `sim_state` (simulator poses and the task's goal)
+    replan_steps: int = REPLAN_STEPS  # actions executed from each chunk before the next observation
+    # How the runner calls it and what it reports:
+    batches: bool = True  # False: a call costs next to nothing, the runner sends each observation without waiting
+    device: torch.device = torch.device("cpu")  # where it computes: a CUDA device names the GPU in the result
+    # (batch size, seconds) of each `infer` call's model compute, as the policy timed it; empty for a policy
+    # that does not time itself (the runner times every call as a whole anyway)
+    latencies: Sequence[tuple[int, float]] = ()
+
+    @abc.abstractmethod
     def infer(self, observations: list[dict]) -> list[np.ndarray]:
-        raise NotImplementedError
+        """One action chunk [H, 7] per observation, in order."""
 
     def warm_up(self, max_batch: int) -> float:
         """One-off set-up before the episodes (e.g. capturing graphs for every batch size); returns seconds."""
         return 0.0
 
     def check_tasks(self, tasks: list[dict]) -> None:
-        """Refuse, in one line and before anything runs, tasks the policy cannot do (a scripted policy)."""
+        """Refuse (raise PolicyError), in one line and before anything runs, tasks the policy cannot do (a scripted
+        policy); a learned policy takes every task."""
+        return None
 
     def describe(self) -> dict:
+        """What the result file records as `policy`: at least the name, and what identifies the model."""
         return {"name": self.name}
 
 

@@ -9,6 +9,8 @@ import zlib
 from pathlib import Path
 from typing import Protocol
 
+from .extras import pip_install
+
 
 class Tokenizer(Protocol):
     name: str
@@ -58,8 +60,8 @@ class SentencePieceTokenizer:
             import sentencepiece
         except ImportError:
             raise ValueError(
-                "a SentencePiece tokenizer needs the sentencepiece package (pip install "
-                "sentencepiece, or vlabench[sim])"
+                "a SentencePiece tokenizer needs the sentencepiece package (pip install sentencepiece, or "
+                f"vlabench[sim]: {pip_install('sim')})"
             ) from None
         self.name = str(path)
         self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))

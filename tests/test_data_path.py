@@ -134,6 +134,54 @@ def test_a_missing_dataset_is_one_line_before_any_rung_runs(tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_a_missing_dataset_with_data_make_is_made_first(tmp_path, monkeypatch):
+    """`data.make` (the scenarios' synthetic datasets): a missing folder is made as `vlabench make-dataset` makes
+    it, with a line saying so, before any rung; an existing one is used as it is."""
+    from harness.data.dataset import LeRobotV3Dataset
+    from harness.runner import check_dataset
+    from harness.scenario import load_scenario
+
+    monkeypatch.chdir(tmp_path)
+    make = "{source: synthetic, episodes: 2, seed: 3, image_size: 32}"
+    (tmp_path / "s.yaml").write_text(SCENARIO.replace("DATASET", f"runs/ds, make: {make}"))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    workload = scenario.workload_for("cpu").as_dict()
+    lines = []
+    check_dataset(scenario, workload, scenario.rung_names(), lines.append)
+    assert lines[0] == (
+        "runs/ds: no dataset there yet; making it as data.make says: "
+        "vlabench make-dataset --source synthetic --episodes 2 --seed 3 --image-size 32 --out runs/ds"
+    )
+    assert lines[-1].startswith("wrote 2 episodes, ") and lines[-1].endswith(": runs/ds")
+    # the same dataset as the command makes
+    made = LeRobotV3Dataset(tmp_path / "runs/ds", action_horizon=4)
+    assert main(["make-dataset", "--source", "synthetic", "--episodes", "2", "--seed", "3", "--image-size", "32",
+                 "--out", str(tmp_path / "cmd")]) == 0  # fmt: skip
+    by_command = LeRobotV3Dataset(tmp_path / "cmd", action_horizon=4)
+    assert len(made) == len(by_command) and made.meta.tasks == by_command.meta.tasks
+    for i in (0, len(made) - 1):
+        a, b = made[i], by_command[i]
+        assert torch.equal(torch.as_tensor(a["action"]), torch.as_tensor(b["action"]))
+        assert torch.equal(
+            torch.as_tensor(a["observation.images.image"]), torch.as_tensor(b["observation.images.image"])
+        )
+    lines.clear()
+    check_dataset(scenario, workload, scenario.rung_names(), lines.append)  # now there: nothing made
+    assert lines == []
+
+
+def test_a_dataset_named_on_the_command_line_is_never_made(tmp_path, capsys):
+    """--dataset replaces the scenario's dataset and its `make`: a mistyped path is an error, not a new dataset."""
+    scenario = tmp_path / "s.yaml"
+    make = "{source: synthetic, episodes: 1, image_size: 32}"
+    scenario.write_text(SCENARIO.replace("DATASET", f"{tmp_path / 'made'}, make: {make}"))
+    args = ["run", str(scenario), "--target", "cpu", "--dataset", str(tmp_path / "typo"), "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "typo: expected a LeRobotDataset v3.0 folder" in err
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "made").exists()
+
+
 @pytest.mark.slow
 def test_the_data_scenario_runs_on_a_fresh_cpu_machine(dataset, tmp_path, capsys):
     """The documented flow: make a dataset, run scenarios/pi05-data.yaml on the cpu target with --dataset."""

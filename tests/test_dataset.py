@@ -147,6 +147,51 @@ def test_layout_info_and_stats_are_lerobots(written):
     assert stats["index"]["max"].tolist() == [sum(LENGTHS) - 1]
 
 
+def test_dataset_quantiles_are_the_count_weighted_mean_of_the_episodes(written):
+    """stats.json's quantiles follow LeRobot 0.6.1's `aggregate_feature_stats`: per feature, the episodes'
+    quantiles (meta/episodes' stats/<feature>/qNN) averaged with their counts as weights. The envelope of
+    LeRobot's later main branch (min of the lower quantiles, max of the upper) would differ from it here."""
+    root, _, _ = written
+    stats = LeRobotV3Dataset(root, cameras=[]).stats
+    eps = pq.read_table(root / fmt.EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
+    for feature in ("observation.state", "action", "observation.images.image", "timestamp"):
+        counts = np.array([ep[f"stats/{feature}/count"][0] for ep in eps], dtype=np.float64)
+        for q in ("q01", "q10", "q50", "q90", "q99"):
+            per_episode = np.stack([np.asarray(ep[f"stats/{feature}/{q}"], dtype=np.float64) for ep in eps])
+            weights = counts.reshape((-1,) + (1,) * (per_episode.ndim - 1))
+            expected = (per_episode * weights).sum(axis=0) / counts.sum()
+            np.testing.assert_allclose(stats[feature][q], expected, rtol=1e-12, err_msg=f"{feature} {q}")
+    # the two rules part on these episodes: the weighted mean lies strictly inside the envelope somewhere
+    per_episode = np.stack([ep["stats/action/q01"] for ep in eps])
+    assert np.any(stats["action"]["q01"] > per_episode.min(axis=0) + 1e-6)
+
+
+def test_aggregate_follows_lerobot_061_on_a_hand_made_case():
+    """Two episodes, 1 and 3 frames' worth of count: quantiles 0 and 4 aggregate to (1*0 + 3*4) / 4 = 3 (the
+    envelope would give 0 for q01 and 4 for q99); mean and variance pool as before, min/max are the extremes."""
+    from harness.data import stats as stats_lib
+
+    def episode(q, mean, std, lo, hi, count):
+        one = lambda v: np.array([float(v)])  # noqa: E731
+        return {
+            "x": {
+                "min": one(lo),
+                "max": one(hi),
+                "mean": one(mean),
+                "std": one(std),
+                "count": np.array([count]),
+                **{k: one(q) for k in stats_lib.QUANTILE_KEYS},
+            }
+        }
+
+    merged = stats_lib.aggregate([episode(0, 0, 1, -2, 2, 1), episode(4, 4, 1, 2, 6, 3)])["x"]
+    assert all(merged[k].tolist() == [3.0] for k in stats_lib.QUANTILE_KEYS)
+    assert merged["mean"].tolist() == [3.0] and merged["count"].tolist() == [4]
+    # pooled: (1 * (1 + 9) + 3 * (1 + 1)) / 4 = 4
+    assert merged["std"].tolist() == [2.0]
+    assert (merged["min"].tolist(), merged["max"].tolist()) == ([-2.0], [6.0])
+
+
 def test_files_roll_over_at_their_size_limit(tmp_path):
     episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
     settings = WriteSettings(data_files_size_in_mb=0.001, video_files_size_in_mb=0.001, chunks_size=2)
@@ -238,6 +283,118 @@ def test_dataloader_workers_decode_and_report_errors_in_one_line(copy_of):
     text = one_line_error(excinfo, str(video))
     assert text.endswith(
         "expected a readable MP4 with a video stream, got InvalidDataError: Invalid data found when processing input"
+    )
+
+
+# --------------------------------------------------------------------- image-only datasets (use_videos=False)
+
+
+def write_image_only(root, episodes) -> None:
+    """`episodes` as LeRobot 0.6.1 writes them with `use_videos=False`: cameras of dtype "image" (no video info),
+    `video_path: null`, each frame a PNG (PIL, compress level 6) whose bytes sit in its data row as
+    `{bytes, path}` (HF `datasets.Image()`, path the PNG's file name), image columns first (features order), one
+    row group per episode, and no `videos/...` columns in the episode table. The rest (tasks, episode rows,
+    stats, index columns) is what it is for a video dataset, so it comes from our writer."""
+    import io
+
+    import pyarrow as pa
+
+    Image = pytest.importorskip("PIL.Image")
+    write_dataset(root, iter(episodes), fmt.libero_features(SIZE))
+    info = json.loads((root / fmt.INFO_PATH).read_text())
+    info["video_path"] = None
+    for key in fmt.LIBERO_CAMERAS:
+        info["features"][key] = {"dtype": "image", "shape": [SIZE, SIZE, 3], "names": ["height", "width", "channel"]}
+    (root / fmt.INFO_PATH).write_text(json.dumps(info, indent=4))
+    data_path = root / fmt.DATA_PATH.format(chunk_index=0, file_index=0)
+    data = pq.read_table(data_path)
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    writer, start = None, 0
+    for ep in episodes:
+        rows = data.slice(start, len(ep.state))
+        start += len(ep.state)
+        columns = {}
+        for key in fmt.LIBERO_CAMERAS:
+            cells = []
+            for k, frame in enumerate(ep.frames[key]):
+                png = io.BytesIO()
+                Image.fromarray(frame).save(png, format="png", compress_level=6)
+                cells.append({"bytes": png.getvalue(), "path": f"frame-{k:06d}.png"})
+            columns[key] = pa.array(cells, type=image_type)
+        table = pa.table({**columns, **{name: rows[name] for name in rows.column_names}})
+        writer = writer or pq.ParquetWriter(data_path, table.schema, compression="snappy")
+        writer.write_table(table)
+    writer.close()
+    episodes_path = root / fmt.EPISODES_PATH.format(chunk_index=0, file_index=0)
+    table = pq.read_table(episodes_path)
+    pq.write_table(table.select([c for c in table.column_names if not c.startswith("videos/")]), episodes_path)
+    shutil.rmtree(root / "videos")
+
+
+@pytest.fixture(scope="module")
+def image_only(tmp_path_factory):
+    episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
+    root = tmp_path_factory.mktemp("data") / "images"
+    write_image_only(root, episodes)
+    return root, episodes
+
+
+def test_an_image_only_dataset_reads_its_frames_exactly(image_only):
+    """Cameras stored as PNGs in the data files read back bit for bit (PNG is lossless), beside the same states,
+    action chunks and indices as a video dataset; a DataLoader worker reads them as well."""
+    root, episodes = image_only
+    assert json.loads((root / fmt.INFO_PATH).read_text())["video_path"] is None and not (root / "videos").exists()
+    ds = LeRobotV3Dataset(root, action_horizon=5)
+    assert ds.cameras == list(fmt.LIBERO_CAMERAS) and ds.meta.image_cameras == list(fmt.LIBERO_CAMERAS)
+    assert len(ds) == sum(LENGTHS)
+    i = 0
+    for e, ep in enumerate(episodes):
+        for k in range(len(ep.state)):
+            s = ds[i]
+            assert (s["episode_index"], s["frame_index"], s["task"]) == (e, k, ep.task)
+            for key in fmt.LIBERO_CAMERAS:
+                assert s[key].dtype == torch.uint8 and np.array_equal(s[key].numpy(), ep.frames[key][k]), (e, k, key)
+            torch.testing.assert_close(s["observation.state"], torch.from_numpy(ep.state[k]))
+            valid = min(5, len(ep.state) - k)
+            torch.testing.assert_close(s["action"][:valid], torch.from_numpy(ep.action[k : k + valid]))
+            i += 1
+    assert np.array_equal(
+        ds[LENGTHS[0] + 3]["observation.images.wrist_image"].numpy(), episodes[1].frames[fmt.LIBERO_CAMERAS[1]][3]
+    )
+    batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1)))
+    assert batch["observation.images.image"].shape == (4, SIZE, SIZE, 3)
+    assert np.array_equal(batch["observation.images.image"][2].numpy(), episodes[0].frames[fmt.LIBERO_CAMERAS[0]][2])
+
+
+def test_a_broken_image_only_dataset_fails_with_one_line(image_only, tmp_path):
+    root = tmp_path / "ds"
+    shutil.copytree(image_only[0], root)
+    info_path = root / fmt.INFO_PATH
+    info = json.loads(info_path.read_text())
+    # a declared size the images do not have
+    info["features"]["observation.images.image"]["shape"] = [32, 32, 3]
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(root)
+    assert f"features.observation.images.image.shape: expected [{SIZE}, {SIZE}, 3] (the size of" in one_line_error(
+        excinfo, str(info_path)
+    )
+    # a video camera needs the video_path template that an image-only dataset leaves null
+    info["features"]["observation.images.image"] = {"dtype": "video", "shape": [SIZE, SIZE, 3]}
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(root)
+    assert "video_path: expected a path template with" in one_line_error(excinfo, str(info_path))
+    assert "(features of dtype video need one), got None" in str(excinfo.value)
+    # an image feature whose column the data file lacks
+    info["features"]["observation.images.image"] = {"dtype": "image", "shape": [SIZE, SIZE, 3]}
+    info["features"]["observation.images.side"] = {"dtype": "image", "shape": [SIZE, SIZE, 3]}
+    info_path.write_text(json.dumps(info))
+    data_path = root / fmt.DATA_PATH.format(chunk_index=0, file_index=0)
+    with pytest.raises(DatasetError) as excinfo:
+        LeRobotV3Dataset(root)
+    assert "observation.images.side: expected a column 'observation.images.side'" in one_line_error(
+        excinfo, str(data_path)
     )
 
 

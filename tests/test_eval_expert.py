@@ -19,14 +19,14 @@ from harness.eval.expert import (
     rotation_vector,
 )
 from harness.eval.policies import NoopPolicy, PolicyError
-from harness.eval.protocol import REPLAN_STEPS, PolicyNeeds
+from harness.eval.protocol import PolicyNeeds
+from models.policy import REPLAN_STEPS
 
 GOAL = [["on", "akita_black_bowl_1", "plate_1"]]
 
 
 def test_policies_declare_what_the_workers_must_provide():
     assert PolicyNeeds.of(NoopPolicy()) == PolicyNeeds(images=True, privileged=False, replan_steps=REPLAN_STEPS)
-    assert PolicyNeeds.of(object()) == PolicyNeeds()  # anything else: the openpi protocol
     assert PolicyNeeds.of(ExpertPolicy()) == PolicyNeeds(images=False, privileged=True, replan_steps=1)
 
 

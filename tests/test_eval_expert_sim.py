@@ -12,6 +12,7 @@ import pytest
 from harness.eval import sim
 from harness.eval.expert import SABOTAGE_ENV, ExpertPolicy
 from harness.eval.protocol import DUMMY_ACTION, PolicyNeeds
+from models.extras import pip_install
 
 REPO = Path(__file__).resolve().parent.parent
 CI_SCENARIO = REPO / "scenarios" / "libero-expert-ci.yaml"
@@ -21,7 +22,7 @@ DRAWER_TASK = 4  # libero_spatial: the bowl in the open top drawer (its :init op
 _missing = sim.missing_packages()
 pytestmark = [
     pytest.mark.skipif(
-        bool(_missing), reason=f"needs the sim extra (pip install -e '.[sim]'); missing: {', '.join(_missing)}"
+        bool(_missing), reason=f"needs the sim extra ({pip_install('sim')}); missing: {', '.join(_missing)}"
     ),
     pytest.mark.skipif(not os.environ.get(sim.ASSETS_ENV), reason=f"needs LIBERO assets: set {sim.ASSETS_ENV}"),
 ]
@@ -42,7 +43,8 @@ def spatial(setup):
 def expert_episode(env, task, trial: int, seen: list | None = None):
     """One protocol episode of the expert; returns (outcome, final simulator state)."""
     from harness.eval.env import read_init_states
-    from harness.eval.protocol import SUITE_MAX_STEPS, run_episode
+    from harness.eval.episode import run_episode
+    from harness.eval.protocol import SUITE_MAX_STEPS
 
     policy = ExpertPolicy()
 

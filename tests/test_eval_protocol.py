@@ -3,18 +3,20 @@ checkpoint metadata of both layouts, success rates and the scenario eval block."
 
 import json
 import pickle
+import typing
 
 import numpy as np
 import pytest
 import torch
 
+import models
 from harness.errors import InputError
 from harness.eval.env import read_init_states
-from harness.eval.policies import PolicyError, make_policy
+from harness.eval.policies import POLICIES, PolicyError, make_policy
 from harness.eval.protocol import flip, quat_to_axis_angle, resize_with_pad
 from harness.eval.runner import success_rates
 from models.pi05.policy import lerobot_meta, openpi_meta
-from models.policy import resolve_checkpoint
+from models.policy import EvalPolicy, resolve_checkpoint
 
 
 def test_images_are_rotated_and_resized_with_padding():
@@ -147,6 +149,20 @@ def test_tiny_random_policy_returns_chunks():
     alone = policy.infer(obs[:1])[0]  # the noise follows the episode, not the batch: same chunk alone
     assert np.allclose(alone, chunks[0], atol=1e-5)
     assert policy.describe()["tokenizer"] == "bytes" and len(policy.latencies) == 2
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_registered_policy_implements_the_eval_interface(name):
+    """Every policy `--policy` offers is an EvalPolicy holding each attribute the interface declares, of its
+    declared type: the evaluation reads them directly, with no defaults of its own."""
+    if name in models.FAMILIES:
+        policy = make_policy(name, "random", model_size="tiny", device="cpu")
+    else:
+        policy = make_policy(name)
+    assert isinstance(policy, EvalPolicy)
+    for attribute, hint in typing.get_type_hints(EvalPolicy).items():
+        assert isinstance(getattr(policy, attribute), typing.get_origin(hint) or hint), attribute
+    assert policy.name == name and policy.describe()["name"] == name and policy.replan_steps >= 1
 
 
 def test_scenario_eval_block(tmp_path):

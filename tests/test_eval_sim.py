@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from harness.eval import sim
-from models.policy import EvalPolicy as Policy
+from models.extras import pip_install
+from models.policy import REPLAN_STEPS, EvalPolicy
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_ASSETS = REPO.parent / "shared" / "libero-assets" / "libero-assets-spatial-goal.tar.xz"
@@ -28,7 +29,7 @@ pytestmark = [
     pytest.mark.slow,  # MuJoCo scenes take seconds each to build and step on a CPU
     pytest.mark.skipif(
         bool(_missing),
-        reason=f"LIBERO sim tests need the sim extra (pip install -e '.[sim]'); missing: {', '.join(_missing)}",
+        reason=f"LIBERO sim tests need the sim extra ({pip_install('sim')}); missing: {', '.join(_missing)}",
     ),
     pytest.mark.skipif(
         _assets() is None,
@@ -114,11 +115,13 @@ def test_success_is_the_environments_done_flag(tasks):
 def test_skipped_renders_change_no_image_and_no_state(tasks):
     """Cameras render only when a re-plan reads them; the policy must see the very same images."""
     from harness.eval.env import make_env, read_init_states
-    from harness.eval.protocol import run_episode
+    from harness.eval.episode import run_episode
+    from harness.eval.protocol import PolicyNeeds
 
     task = tasks["libero_spatial"][0]
     init = read_init_states(task.init_states_file)[1]
     env = make_env(task)
+    openpi = PolicyNeeds(images=True, privileged=False, replan_steps=REPLAN_STEPS)  # a learned policy's
     runs = []
     try:
         for every_step in (True, False):
@@ -128,7 +131,7 @@ def test_skipped_renders_change_no_image_and_no_state(tasks):
                 seen.append((obs["image"], obs["wrist_image"], obs["state"]))
                 return rng.uniform(-1, 1, size=(8, 7))
 
-            out = run_episode(env, init, task.language, 12, get_chunk, render_every_step=every_step, seed=8)
+            out = run_episode(env, init, task.language, 12, get_chunk, openpi, render_every_step=every_step, seed=8)
             runs.append((seen, env.get_sim_state(), out.chunks))
     finally:
         env.close()
@@ -230,7 +233,7 @@ def test_parallel_runner_with_tiny_pi05_counts_a_success_and_resumes(setup, task
     assert again["provenance_earlier"]
 
 
-class _KillOneWorker(Policy):
+class _KillOneWorker(EvalPolicy):
     """A no-op policy that kills one worker process (SIGKILL) when first asked for actions."""
 
     name = "noop"

@@ -1,6 +1,6 @@
-"""The harness drives a model family through the ModelFamily protocol alone: it imports no family's package, and a
-ladder, its comparisons, its report and the recompute sweep's groups run with every family wrapped in a proxy
-that refuses any attribute the protocol does not declare."""
+"""The harness drives a model family through the ModelFamily protocol alone: it imports no family's package, reads
+no option by name, and a ladder, its report and the recompute sweep (its configurations, table, plan and compile
+modes) run with every family wrapped in a proxy that refuses any attribute the protocol does not declare."""
 
 import ast
 import sys
@@ -16,6 +16,7 @@ from harness.hardware import get_target
 from harness.report import ladder_table
 from harness.scenario import load_scenario
 from models import ModelFamily
+from models.family import Knobs
 
 ROOT = Path(__file__).resolve().parent.parent
 DECLARED = {name for name in dir(ModelFamily) if not name.startswith("__")} | {"name", "sizes", "options_type"}
@@ -86,4 +87,80 @@ def test_a_ladder_runs_with_the_family_seen_through_the_protocol_only(family_nam
     assert result["rungs"][1]["loss_parity"]["tolerance"] > 0
     assert "second" in ladder_table(result)
     assert {"parse_options", "build", "optimizer", "make_step", "make_batches", "flops_per_sample"} <= proxy.used
-    assert {"parity_tolerance", "unsupported_reason", "ddp_flags", "rung_notes"} <= proxy.used
+    assert {"parity_tolerance", "unsupported_reason", "ddp_flags", "rung_notes", "knobs"} <= proxy.used
+
+
+def test_the_protocol_declares_the_knobs():
+    assert {"knobs", "recompute_groups", "recompute_options", "compile_modes", "compile_options"} <= DECLARED
+    for name in sorted(RUNGS):
+        family = models.get_family(name)
+        modes = family.compile_modes()
+        assert modes[0] == "none" and family.knobs({}).compile == "none"
+        for mode in modes:
+            assert family.knobs(family.compile_options(mode)).compile == mode
+        for patterns in family.recompute_groups().values():
+            assert family.knobs(family.recompute_options(patterns)).recompute_patterns == patterns
+        assert family.knobs(family.recompute_options(())).recompute_patterns == ()
+        assert ModelFamily.knobs(family, {}) == Knobs()  # the default: no knob
+
+
+# Option keys the harness used to read or write itself; the families answer for them now (knobs, *_options).
+OPTION_KEYS = {"compile", "cuda_graphs", "recompute", "linear", "attention"}
+
+
+def option_keys_named(source: str) -> list[tuple[int, str]]:
+    """(line, key) of every option key a module subscripts, gets or writes in a mapping of options: a subscript,
+    a `.get` or a dict display whose text mentions options (or the cumulative options) and holds such a key."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.Subscript, ast.Call, ast.Dict)):
+            continue
+        text = (ast.get_source_segment(source, node) or "").lower()
+        if "option" not in text and "cumulative" not in text:
+            continue
+        keys = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in OPTION_KEYS]
+        found += [(node.lineno, k) for k in keys]
+    return found
+
+
+def test_no_harness_module_reads_or_writes_an_option_by_name():
+    """Option values are the family's to read (`knobs`) and to write (`recompute_options`, `compile_options`): no
+    harness module (outside the evaluation, which builds policies) looks an option up by its name."""
+    assert option_keys_named('x = (rung.get("options") or {}).get("cuda_graphs")') == [(1, "cuda_graphs")]
+    assert option_keys_named('o = {**base.cumulative, "recompute": "none"}') == [(1, "recompute")]
+    assert option_keys_named('n = floor["attention"]') == []
+    for path in (ROOT / "harness").rglob("*.py"):
+        if "eval" not in path.relative_to(ROOT).parts:
+            assert not option_keys_named(path.read_text()), path.relative_to(ROOT)
+
+
+@pytest.mark.parametrize("family_name", sorted(RUNGS))
+def test_the_recompute_sweep_sees_the_family_through_the_protocol_only(family_name, monkeypatch, capsys):
+    from harness.cli import main
+    from harness.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario
+
+    family = models.get_family(family_name)
+    proxy = ProtocolOnly(family)
+    module = types.ModuleType("protocol_only_family")
+    module.FAMILY = proxy
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(models.FAMILIES, family_name, module.__name__)
+    path = ROOT / "scenarios" / ("gr00t-loongforge.yaml" if family_name == "gr00t" else "pi05-loongforge.yaml")
+    scenario = load_scenario(path)
+
+    sweep = sweep_scenario(scenario, default_rung(scenario), "none", {})
+    groups = family.recompute_groups()
+    assert [r.name for r in sweep.ladder] == [BASE] + [f"recompute-{g}" for g in groups]
+    rungs = [
+        {"name": r.name, "status": "ok", "options": r.cumulative, "step_times_s": [1.0 + i / 10] * 3}
+        for i, r in enumerate(sweep.ladder)
+    ]
+    for i, r in enumerate(rungs):
+        r.update(step_time_s=r["step_times_s"][0], peak_memory_gib=10.0 - i)
+    result = {"workload": {"model": family_name}, "rungs": rungs}
+    assert [tuple(row["patterns"]) for row in sweep_rows(result)] == list(groups.values())
+    first = next(iter(groups.values()))
+    assert plan_recompute(result, 9.0).options == family.recompute_options(first)
+    assert main(["recompute-sweep", str(path), "--target", "cpu", "--compile", "nope"]) == 2
+    assert f"{family_name}'s compile modes" in capsys.readouterr().err
+    assert {"knobs", "recompute_groups", "recompute_options", "compile_options", "compile_modes"} <= proxy.used

@@ -43,10 +43,17 @@ def test_fp8_follows_the_conversion_rule():
 
 
 def test_share_of_the_floor_uses_the_rungs_precision():
+    """The FP8 floor for a rung whose linears train in FP8, as the model family reads the rung's options."""
+    from harness.report import floor_note
+    from models import get_family
+
     floor = {"dtype": "bf16", "totals": {"bf16": {"samples_per_s": 60.0}, "fp8": {"samples_per_s": 100.0}}}
-    assert floor_share({"status": "ok", "samples_per_s": 45.0, "options": {"linear": "bf16"}}, floor) == 0.75
-    assert floor_share({"status": "ok", "samples_per_s": 50.0, "options": {"linear": "fp8"}}, floor) == 0.5
-    assert floor_share({"status": "error"}, floor) is None and floor_share({"status": "ok"}, None) is None
+    assert floor_share({"status": "ok", "samples_per_s": 45.0}, floor, fp8_linears=False) == 0.75
+    assert floor_share({"status": "ok", "samples_per_s": 50.0}, floor, fp8_linears=True) == 0.5
+    assert floor_share({"status": "error"}, floor, False) is None and floor_share({"status": "ok"}, None, False) is None
+    for family in ("pi05", "gr00t"):
+        knobs = get_family(family).knobs({"linear": "fp8"})
+        assert floor_note({"status": "ok", "samples_per_s": 50.0}, {"floor": floor}, knobs) == "50% of the kernel floor"
 
 
 SCENARIO = """

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from models.extras import pip_install
 from models.fp8 import MIN_FEATURES, apply_fp8, fp8_candidates, fp8_filter
 from models.pi05 import FAMILY, FULL, TINY, Pi05Model, parse_options
 from models.pi05.batch import make_batch, to_device
@@ -18,7 +19,7 @@ from models.pi05.batch import make_batch, to_device
 from models.pi05.techniques import FP8_SKIP as PI05_SKIP
 
 needs_torchao = pytest.mark.skipif(
-    importlib.util.find_spec("torchao") is None, reason="torchao is not installed (pip install vlabench[fp8])"
+    importlib.util.find_spec("torchao") is None, reason=f"torchao is not installed ({pip_install('fp8')})"
 )
 
 
@@ -110,7 +111,8 @@ def test_tiny_pi05_selection():
 def test_missing_torchao_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchao", None)  # makes `import torchao...` raise ImportError
     monkeypatch.setitem(sys.modules, "torchao.float8", None)
-    with pytest.raises(RuntimeError, match=r"pip install vlabench\[fp8\]"):
+    pin = torch.__version__.split("+")[0]  # the hint keeps the installed torch
+    with pytest.raises(RuntimeError, match=rf"install vlabench\[fp8\]: pip install torch=={pin} -e '\.\[fp8\]'"):
         apply_fp8(nn.Sequential(nn.Linear(16, 16)), "tensorwise")
 
 

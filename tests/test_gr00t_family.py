@@ -1,10 +1,13 @@
 """The GR00T N1.6 family through the ModelFamily protocol: options, build, batches, step, optimizer groups, FLOPs,
 notes and loss parity between switches (CPU, tiny, fp32)."""
 
+import weakref
+
 import pytest
 import torch
 
 from models.gr00t import FAMILY, parse_options
+from models.recompute import name_matches
 from models.schema import SchemaError
 
 WORKLOAD = {
@@ -124,3 +127,82 @@ def test_flops_and_notes():
     notes = FAMILY.rung_notes({}, {"lm_head": False}, full)
     assert len(notes) == 1 and "136.7 GFLOP/sample" in notes[0] and "0.99 GiB" in notes[0]
     assert "220 tokens" in FAMILY.rung_notes({"lm_head": False}, {"lm_head": False, "vl_pad": 220}, full)[0]
+
+
+@pytest.mark.parametrize("patterns", list(FAMILY.recompute_groups().values()) + [("dit.blocks.*.ff", "llm.layers.*")])
+def test_recompute_keeps_loss_and_gradients_to_the_bit(batch, patterns):
+    """Recompute reruns each module from the forward's RNG state: the DiT's dropout draws the forward's masks, so
+    the loss and every gradient are the base's exactly; the optimizer groups read names without the wrappers."""
+    base = build()
+    built = build({"recompute": {"patterns": list(patterns)}})
+    recomputed = built.applied.recomputed
+    assert recomputed and all(any(name_matches(n, p) for p in patterns) for n in recomputed)
+    base_loss, base_grads = loss_and_grads(base.model, batch)
+    loss, grads = loss_and_grads(built.model, batch)
+    assert torch.equal(loss, base_loss)
+    plain = {n.replace(".module.", "."): g for n, g in grads.items()}
+    assert plain.keys() == base_grads.keys() and all(torch.equal(g, base_grads[n]) for n, g in plain.items())
+
+    def groups(model):
+        names = {id(p): n.replace(".module.", ".") for n, p in model.named_parameters()}
+        return [
+            sorted(names[id(p)] for p in g["params"])
+            for g in FAMILY.optimizer(model, None, WORKLOAD, "cpu").param_groups
+        ]
+
+    assert groups(built.model) == groups(base.model)
+    tol, why = FAMILY.parity_tolerance(parse_options({}), parse_options({"recompute": {"patterns": ["x"]}}), "fp32")
+    assert tol == 1e-6 and "RNG state" in why
+
+
+def test_recompute_must_replay_the_dropout_masks(batch):
+    """Without the forward's RNG state the recomputed DiT blocks draw other dropout masks: the gradients would be
+    wrong (the loss is still the forward's)."""
+    from models.recompute import apply_recompute
+
+    base_loss, base_grads = loss_and_grads(build().model, batch)
+    model = build().model
+    apply_recompute(model, ["dit.blocks.*"], preserve_rng_state=False)
+    loss, grads = loss_and_grads(model, batch)
+    name = "dit.blocks.0.ff.fc2.weight"
+    assert torch.equal(loss, base_loss)
+    assert not torch.allclose(grads[name.replace("blocks.0.", "blocks.0.module.")], base_grads[name])
+
+
+def kept_bytes(model, batch) -> int:
+    """Bytes of the tensors autograd still holds for backward once the forward is done (what recompute drops):
+    every tensor saved during the forward that is still alive, counted once per storage."""
+    saved = []
+
+    def pack(t):
+        saved.append(weakref.ref(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = FAMILY.loss(model, batch)
+    alive = [t for t in (ref() for ref in saved) if t is not None]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in alive}
+    del loss
+    return sum(storages.values())
+
+
+def test_recompute_saves_activations_where_gradients_flow(batch):
+    """The frozen SigLIP2 tower keeps nothing for backward, so recomputing it saves nothing; the trainable LLM
+    layers and the DiT blocks keep activations that recompute drops."""
+    base = kept_bytes(build().model, batch)
+    saved = {
+        g: base - kept_bytes(build(FAMILY.recompute_options(p)).model, batch)
+        for g, p in FAMILY.recompute_groups().items()
+    }
+    assert saved["vit-layers"] == 0
+    assert saved["llm-layers"] > 0 and saved["dit-blocks"] > 0
+
+
+def test_recompute_option_errors():
+    assert parse_options({}).recompute == "none"
+    with pytest.raises(SchemaError, match="recompute"):
+        parse_options({"recompute": {"patterns": []}})
+    with pytest.raises(SchemaError, match="recompute"):
+        parse_options({"recompute": "nested-full"})
+    with pytest.raises(ValueError, match="recompute pattern 'dit.layers.*' matches no module"):
+        build({"recompute": {"patterns": ["dit.layers.*"]}})

@@ -1,38 +1,36 @@
-"""The GR00T N1.6 ladder's CPU smoke run: the tiny model through every rung of scenarios/gr00t-loongforge.yaml on
-a small LeRobot-format dataset written here; the rungs a CPU cannot run are recorded with their reasons."""
+"""The GR00T N1.6 ladder's CPU smoke run, as a newcomer's first command: `vlabench run
+scenarios/gr00t-loongforge.yaml --target cpu` in a fresh folder (no runs/, no dataset), which makes the cpu
+target's small synthetic dataset (its `data.make`) and then runs the tiny model through every rung; the rungs a
+CPU cannot run are recorded with their reasons."""
 
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from harness.data import lerobot_format as fmt
-from harness.data.synthetic import synthetic_episodes
-from harness.data.writer import write_dataset
+from harness.data.dataset import load_meta
 from harness.results import load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_the_gr00t_ladder_runs_on_a_cpu(tmp_path, capsys):
-    dataset = tmp_path / "libero-synthetic"
-    write_dataset(dataset, synthetic_episodes(3, seed=2, image_size=64, lengths=(30, 40)), fmt.libero_features(64))
-    out = tmp_path / "r.json"
-    code = main(
-        [
-            "run",
-            str(ROOT / "scenarios/gr00t-loongforge.yaml"),
-            "--target",
-            "cpu",
-            "--dataset",
-            str(dataset),
-            "--out",
-            str(out),
-        ]
+def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # relative paths (runs/...) land here: nothing made beforehand
+    assert not (tmp_path / "runs").exists()
+    code = main(["run", str(ROOT / "scenarios/gr00t-loongforge.yaml"), "--target", "cpu"])
+    output = capsys.readouterr()
+    assert code == 0, output.err
+    # the dataset was made, with a line saying so, as `vlabench make-dataset` makes it
+    dataset = Path("runs/datasets/libero-synthetic-smoke")
+    assert (
+        f"{dataset}: no dataset there yet; making it as data.make says: vlabench make-dataset --source " in output.out
     )
-    assert code == 0, capsys.readouterr().err
-    rungs = {r["name"]: r for r in load_result(out)["rungs"]}
+    assert len(load_meta(dataset).episodes) == 4
+    (out,) = (tmp_path / "runs").glob("gr00t-loongforge-cpu-*.json")
+    result = load_result(out)
+    assert result["workload"]["data"]["dataset"] == str(dataset)
+    rungs = {r["name"]: r for r in result["rungs"]}
     assert [r["status"] for r in rungs.values()] == [
         "ok",
         "ok",

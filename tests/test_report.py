@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import readme
 from harness.cli import main
 from harness.figures import waterfall
@@ -86,7 +88,9 @@ def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
     assert f"({figure.as_posix()})" in top and f"From `{path}`" in top and "(docs/results.md)" in top
     fp8 = rung(headline, "fp8")
     assert float(table_row(top, "fp8")[2].split()[0]) == round(fp8["samples_per_s"], 2)
-    assert "| verdict " not in top and top.count("From `") == 1  # the headline only
+    assert (
+        "| covers " not in top and top.count("From `") == 1
+    )  # the headline only, its verdicts without the full comparison
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
@@ -154,7 +158,8 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]
     top, full = readme_md.read_text(), results_md.read_text()
     assert "old" not in top and top.endswith(f"{readme.HEADLINE_END}\n\nafter\n")
-    assert f"{best:.2f}x" in top and "| verdict " not in top  # the ladder table, no comparison
+    assert f"{best:.2f}x" in top and "| LoongForge bf16 | 2.63x | " in top  # the ladder and its figures' verdicts
+    assert "| published figure | theirs | covers " not in top  # the full comparison is on docs/results.md
     assert "old" not in full and f"| {best:.2f}x " in full and "| verdict " in full  # the comparison
     assert (tmp_path / figure).read_bytes().startswith(PNG)
     assert readme.update_readme(tmp_path, check=True) == []
@@ -258,15 +263,33 @@ def test_a_rung_whose_reserved_memory_dwarfs_its_allocated_peak_says_so():
     )
 
 
-def test_a_graphed_rung_without_reserved_memory_is_not_given_a_memory_saving():
+GRAPH_POOL_NOTE = "allocated peak misses the CUDA graph's memory pool (reserved memory not in this result)"
+
+
+@pytest.mark.parametrize(
+    "path, graphs",
+    [
+        (FIXTURES / "ladder-ddp2-h200.json", {"cuda_graphs": "whole-step"}),  # Pi0.5: a string option
+        (ROOT / "results/h200/gr00t-loongforge.json", {"vl_pad": 220, "cuda_graphs": True}),  # GR00T: a boolean
+    ],
+)
+def test_a_graphed_rung_without_reserved_memory_is_not_given_a_memory_saving(path, graphs):
+    """Whether a rung replays CUDA graphs is the model family's answer from its options, whatever their type: such a
+    rung from a result without reserved memory gets the graph-pool note instead of a peak change; a rung without
+    graphs keeps its peak change."""
     from harness.report import rung_notes
 
-    result = load_result(FIXTURES / "ladder-ddp2-h200.json")
+    result = load_result(path)
     ok = [r for r in result["rungs"] if r["status"] == "ok"]
-    ok[1]["options"] = {**ok[1]["options"], "cuda_graphs": "whole-step"}
-    notes = rung_notes(result)[ok[1]["name"]]
-    assert "allocated peak misses the CUDA graph's memory pool (reserved memory not in this result)" in notes
-    assert not any("vs previous" in n and n.startswith("peak") for n in notes)
+    for r in result["rungs"]:
+        r.pop("peak_reserved_gib", None)
+    ok[1]["options"] = {**ok[1]["options"], **graphs}
+    ok[2]["options"] = {k: v for k, v in ok[2]["options"].items() if k != "cuda_graphs"}
+    notes = rung_notes(result)
+    assert GRAPH_POOL_NOTE in notes[ok[1]["name"]]
+    assert not any("vs previous" in n and n.startswith("peak") for n in notes[ok[1]["name"]])
+    assert GRAPH_POOL_NOTE not in notes[ok[2]["name"]]
+    assert any(n.startswith("peak") and "vs previous" in n for n in notes[ok[2]["name"]])
 
 
 def test_an_evaluation_resumed_over_runs_shows_each_run_and_the_whole_suite():

@@ -210,3 +210,35 @@ def test_minimal_scenario_uses_defaults(tmp_path):
     assert s.ladder == (Rung("base", {}, {}, ()),)
     assert s.workload_for("cpu") == Workload(batch_size=1)
     assert s.source is None and s.eval is None
+
+
+def test_the_family_decides_what_options_need_and_requires_only_adds(tmp_path):
+    """The model family's unsupported_reason is the one place that knows what an option needs: a rung without
+    `requires` is unsupported where its options cannot train (the family's reason), and a `requires` that an old
+    file still writes is honoured for what the options do not need."""
+    from harness.hardware import get_target
+    from harness.runner import unsupported_reason
+
+    s = load_scenario(write(tmp_path, VALID.replace(", requires: [fp8]", "")))
+    cpu = get_target("cpu")
+    assert "FP8" in unsupported_reason(s, cpu, s.ladder[4], frozenset({"compile"}))
+    assert unsupported_reason(s, cpu, s.ladder[4], frozenset({"compile", "fp8"})) is None
+    old = Rung("old", {}, s.ladder[1].cumulative, ("multi-process",))
+    assert unsupported_reason(s, cpu, old, frozenset({"compile"})) == "target cpu lacks multi-process (has: compile)"
+
+
+def test_no_shipped_rung_requires_what_its_options_already_need():
+    """`requires` in the shipped scenarios only where the family cannot say it from the options: without the
+    capability, the family alone would let the rung train."""
+    from pathlib import Path
+
+    from models import get_family
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml")):
+        scenario = load_scenario(path)
+        family = get_family(scenario.model)
+        for rung in scenario.ladder:
+            options = family.parse_options(rung.cumulative)
+            for need in rung.requires:
+                others = frozenset({"fp8", "flex-backward", "compile", "multi-process"}) - {need}
+                assert family.unsupported_reason(options, "cuda", others) is None, (path.name, rung.name, need)

@@ -45,7 +45,7 @@ def test_sweep_cost_per_gib_and_noise():
     result = {
         "scenario": {"name": "s"},
         "target": {"name": "cpu"},
-        "workload": {"model_size": "tiny", "batch_size": 2},
+        "workload": {"model": "pi05", "model_size": "tiny", "batch_size": 2},
         "rungs": [
             rung(BASE, [1.00, 1.01, 0.99, 1.00], 10.0),
             rung("recompute-a", [1.10, 1.11, 1.09, 1.10], 8.0),  # +100 ms for 2 GiB
@@ -66,7 +66,7 @@ def sweep_result():
         "kind": "recompute-sweep",
         "scenario": {"name": "s"},
         "target": {"name": "cpu"},
-        "workload": {"model_size": "tiny", "batch_size": 2},
+        "workload": {"model": "pi05", "model_size": "tiny", "batch_size": 2},
         "rungs": [
             rung(BASE, [1.00, 1.01, 0.99, 1.00], 10.0),
             rung("recompute-a", [1.10, 1.11, 1.09, 1.10], 8.0),  # 2 GiB for +100 ms
@@ -92,7 +92,7 @@ def sweep_result():
 def test_recompute_plan_is_the_cheapest_set_that_fits(budget, groups, peak, extra):
     plan = plan_recompute(sweep_result(), budget)
     assert plan.groups == groups and plan.peak_gib == pytest.approx(peak) and plan.extra_ms == pytest.approx(extra)
-    assert plan.option == ({"patterns": [f"recompute-{g}" for g in groups]} if groups else "none")
+    assert plan.options == {"recompute": {"patterns": [f"recompute-{g}" for g in groups]} if groups else "none"}
 
 
 def test_recompute_plan_command(capsys):
@@ -128,8 +128,109 @@ def test_the_beyond_ladders_recompute_rung_is_the_plan_of_its_sweep():
     rung = next(r for r in beyond.ladder if r.name == "planned-recompute")
     plan = plan_recompute(sweep, 120)
     assert sweep["workload"]["batch_size"] == beyond.workload_for("h200").as_dict()["batch_size"]
-    assert plan.option == rung.options["recompute"] == "none"
+    assert plan.options == {"recompute": rung.options["recompute"]} == {"recompute": "none"}
     rows = {r["group"]: r for r in sweep_rows(sweep)}
     tight = plan_recompute(sweep, 100)
     assert tight.groups == ("vit-layers",)
     assert tight.peak_gib == pytest.approx(plan.base_peak_gib - rows["vit-layers"]["saved_gib"])
+
+
+GR00T_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios/gr00t-loongforge.yaml"
+
+
+def test_gr00t_sweep_configurations_come_from_the_family():
+    """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the compile
+    rung: the graphs are substituted there, FP8 is not), with recompute and compile written in GR00T's options."""
+    from harness.cli import _trainable_on
+    from harness.hardware import get_target
+    from models.gr00t import FAMILY as GR00T
+
+    scenario = load_scenario(GR00T_SCENARIO)
+    assert default_rung(scenario) == "fp8-dit"
+    assert default_rung(scenario, _trainable_on(scenario, get_target("cpu"))) == "compile"
+    sweep = sweep_scenario(scenario, "compile", "none", {})
+    assert [r.name for r in sweep.ladder] == [
+        BASE,
+        "recompute-vit-layers",
+        "recompute-llm-layers",
+        "recompute-dit-blocks",
+    ]
+    base = sweep.ladder[0].cumulative
+    assert base["recompute"] == "none" and base["compile"] == "none" and base["lm_head"] is False
+    assert sweep.ladder[3].cumulative == {**base, "recompute": {"patterns": ["dit.blocks.*"]}}
+    assert all(r.loader_cumulative == scenario.ladder[-2].loader_cumulative for r in sweep.ladder)
+    assert [GR00T.knobs(r.cumulative).recompute_patterns for r in sweep.ladder] == [
+        (),
+        ("vision.layers.*",),
+        ("llm.layers.*",),
+        ("dit.blocks.*",),
+    ]
+
+
+@pytest.mark.slow  # four rung processes reading a dataset (about 100 s on 2 cores)
+def test_a_gr00t_recompute_sweep_runs_on_the_cpu(tmp_path, capsys):
+    """The tiny GR00T model from the community rung's options: every group trains with the base's losses to the
+    bit (recompute reruns each module from the forward's RNG state, dropout included), and the table follows."""
+    from harness.data import lerobot_format as fmt
+    from harness.data.synthetic import synthetic_episodes
+    from harness.data.writer import write_dataset
+    from harness.results import load_result
+
+    dataset = tmp_path / "libero-synthetic"
+    write_dataset(dataset, synthetic_episodes(2, seed=2, image_size=64, lengths=(20, 24)), fmt.libero_features(64))
+    out = tmp_path / "sweep.json"
+    args = ["recompute-sweep", str(GR00T_SCENARIO), "--target", "cpu", "--dataset", str(dataset), "--rung"]
+    code = main([*args, "community", "--timed-steps", "2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    result = load_result(out)
+    rungs = {r["name"]: r for r in result["rungs"]}
+    assert result["kind"] == "recompute-sweep" and result["sweep_base_rung"] == "community"
+    assert all(r["status"] == "ok" and r["loss_parity"]["pass"] for r in rungs.values())
+    assert all(r["losses"] == rungs[BASE]["losses"] for r in rungs.values())
+    assert rungs["recompute-dit-blocks"]["applied"]["recomputed"] == [f"dit.blocks.{i}" for i in range(4)]
+    assert [row["patterns"] for row in sweep_rows(result)] == [["vision.layers.*"], ["llm.layers.*"], ["dit.blocks.*"]]
+    assert "ms per GiB saved" in printed.out and "dit-blocks  dit.blocks.*" in printed.out
+
+
+@pytest.mark.parametrize(
+    "scenario, mode, message",
+    [
+        (
+            GR00T_SCENARIO,
+            "backbone",
+            "--compile: expected one of gr00t's compile modes (none, per-block), got 'backbone'",
+        ),
+        (
+            SCENARIO.path,
+            "per-block",
+            "--compile: expected one of pi05's compile modes (none, backbone, per-layer), got 'per-block'",
+        ),
+    ],
+)
+def test_the_compile_modes_are_the_familys(scenario, mode, message, capsys, tmp_path):
+    out = tmp_path / "never.json"
+    assert main(["recompute-sweep", str(scenario), "--target", "cpu", "--compile", mode, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"vlabench: error: {message}\n" and not out.exists()
+
+
+def test_a_family_without_the_knobs_is_one_line():
+    """A family that declares no recompute groups, or no compile option, refuses the sweep or --compile by name."""
+    from harness.cli import _sweep_knobs_error
+    from models import ModelFamily
+
+    class Bare(ModelFamily):
+        name = "bare"
+
+    class GroupsOnly(Bare):
+        def recompute_groups(self):
+            return {"all": ("*",)}
+
+    assert _sweep_knobs_error(Bare(), SCENARIO, None) == (
+        f"{SCENARIO.path}: model: expected a family with module groups to recompute, got bare (none)"
+    )
+    assert _sweep_knobs_error(GroupsOnly(), SCENARIO, None) is None
+    assert _sweep_knobs_error(GroupsOnly(), SCENARIO, "none") == (
+        "--compile: expected no compile mode (bare has no compile option), got 'none'"
+    )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import DatasetError
 
 SOURCES = ("synthetic", "libero")
+_DEFAULTS = {"seed": 0, "fps": 10, "image_size": 256}
 
 
 def add_make_dataset_arguments(p) -> None:
@@ -20,9 +22,11 @@ def add_make_dataset_arguments(p) -> None:
     )
     p.add_argument("--episodes", type=int, required=True, help="number of episodes to write")
     p.add_argument("--out", type=Path, required=True, help="dataset folder to create")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic episodes (default 0)")
-    p.add_argument("--fps", type=int, default=10, help="frames per second (default 10, as LIBERO)")
-    p.add_argument("--image-size", type=int, default=256, help="camera frames are SIZE x SIZE (default 256)")
+    p.add_argument("--seed", type=int, default=_DEFAULTS["seed"], help="seed of the synthetic episodes (default 0)")
+    p.add_argument("--fps", type=int, default=_DEFAULTS["fps"], help="frames per second (default 10, as LIBERO)")
+    p.add_argument(
+        "--image-size", type=int, default=_DEFAULTS["image_size"], help="camera frames are SIZE x SIZE (default 256)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     p.add_argument("--policy", default="expert", help="libero: the policy that demonstrates (default: expert)")
     p.add_argument("--suite", default="libero_spatial", help="libero: the suite (default libero_spatial)")
@@ -36,20 +40,22 @@ def _check_args(args) -> None:
         raise DatasetError("--source", None, "synthetic or libero", repr(args.source))
     if args.source == "libero" and args.image_size != 256:
         raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
-    if args.episodes < 1:
-        raise DatasetError("--episodes", None, "a positive number of episodes", str(args.episodes))
-    if args.fps < 1:
-        raise DatasetError("--fps", None, "a positive number of frames per second", str(args.fps))
+    _check_sizes(args.episodes, args.fps, args.image_size)
+
+
+def _check_sizes(episodes: int, fps: int, image_size: int) -> None:
+    if episodes < 1:
+        raise DatasetError("--episodes", None, "a positive number of episodes", str(episodes))
+    if fps < 1:
+        raise DatasetError("--fps", None, "a positive number of frames per second", str(fps))
     # yuv420p halves the chroma planes, so sizes must be even.
-    if args.image_size < 16 or args.image_size % 2 or args.image_size > 4096:
-        raise DatasetError("--image-size", None, "an even size from 16 to 4096 pixels", str(args.image_size))
+    if image_size < 16 or image_size % 2 or image_size > 4096:
+        raise DatasetError("--image-size", None, "an even size from 16 to 4096 pixels", str(image_size))
 
 
 def cmd_make_dataset(args) -> int:
     from ..outputs import check_writable
-    from .lerobot_format import libero_features
-    from .synthetic import synthetic_episodes
-    from .writer import Progress, WriteSettings, check_target, write_dataset
+    from .writer import check_target
 
     _check_args(args)
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
@@ -70,38 +76,77 @@ def cmd_make_dataset(args) -> int:
             progress=lambda line: print(line, flush=True),
         )
     else:
-        episodes = synthetic_episodes(args.episodes, seed=args.seed, image_size=args.image_size)
+        episodes = None
+    try:
+        _write(args.out, args.source, args.episodes, args.fps, args.image_size, args.seed, args.overwrite, episodes)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
+        return 130
+    return 0
+
+
+def make_missing(spec, say: Callable[[str], None] = print) -> bool:
+    """Make the dataset of a workload's `data:` (a `DataSpec` or its plain form) when its folder does not exist
+    and the spec says how (`make:`), exactly as `vlabench make-dataset` with the same flags; returns whether it
+    made one."""
+    from models.schema import parse
+
+    from .pipeline import DataSpec
+
+    if isinstance(spec, dict):
+        spec = parse(DataSpec, spec)
+    make, out = spec.make, Path(spec.dataset)
+    if make is None or out.exists():
+        return False
+    _check_sizes(make.episodes, make.fps, make.image_size)
+    flags = [f"--source {make.source} --episodes {make.episodes}"]
+    flags += [
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in (("seed", make.seed), ("fps", make.fps), ("image_size", make.image_size))
+        if v != _DEFAULTS[k]
+    ]
+    say(
+        f"{out}: no dataset there yet; making it as data.make says: vlabench make-dataset {' '.join(flags)} --out {out}"
+    )
+    _write(out, make.source, make.episodes, make.fps, make.image_size, make.seed, False, None, say)
+    return True
+
+
+def _write(
+    out: Path,
+    source: str,
+    count: int,
+    fps: int,
+    image_size: int,
+    seed: int,
+    overwrite: bool,
+    episodes: Iterable | None = None,
+    say: Callable[[str], None] | None = None,
+) -> dict:
+    """Write `count` episodes (the synthetic ones of `seed` unless `episodes` is given) to `out`, atomically,
+    printing progress about once a second; returns the dataset's info.json content."""
+    from .lerobot_format import libero_features
+    from .synthetic import synthetic_episodes
+    from .writer import Progress, WriteSettings, write_dataset
+
+    say = say or (lambda line: print(line, flush=True))
+    if episodes is None:
+        episodes = synthetic_episodes(count, seed=seed, image_size=image_size)
     last_print = [0.0]
 
     def progress(p: Progress) -> None:
         now = time.perf_counter()
-        if p.episodes == args.episodes or now - last_print[0] >= 1.0:
+        if p.episodes == count or now - last_print[0] >= 1.0:
             last_print[0] = now
-            print(
-                f"  {p.episodes}/{args.episodes} episodes, {p.frames} frames, "
-                f"{p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s",
-                flush=True,
-            )
+            say(f"  {p.episodes}/{count} episodes, {p.frames} frames, {p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s")
 
-    print(
-        f"writing {args.episodes} {args.source} episodes ({args.image_size}x{args.image_size}, "
-        f"{args.fps} fps) to {args.out}"
-    )
+    say(f"writing {count} {source} episodes ({image_size}x{image_size}, {fps} fps) to {out}")
     start = time.perf_counter()
-    try:
-        info = write_dataset(
-            args.out,
-            episodes,
-            libero_features(args.image_size),
-            WriteSettings(fps=args.fps),
-            overwrite=args.overwrite,
-            progress=progress,
-        )
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
-        return 130
-    print(
-        f"wrote {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
-        f"in {time.perf_counter() - start:.1f} s: {args.out}"
+    info = write_dataset(
+        out, episodes, libero_features(image_size), WriteSettings(fps=fps), overwrite=overwrite, progress=progress
     )
-    return 0
+    say(
+        f"wrote {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
+        f"in {time.perf_counter() - start:.1f} s: {out}"
+    )
+    return info

@@ -1,13 +1,16 @@
 """Read a LeRobotDataset v3.0 folder as a map-style torch Dataset of raw training samples.
 
 Our own reader, not LeRobot's `LeRobotDataset`: no LeRobot release installs beside torch 2.13 (docs/data.md
-says what breaks). It reads the layout LeRobot writes (see lerobot_format) with pyarrow and PyAV.
+says what breaks). It reads the layout LeRobot writes (see lerobot_format) with pyarrow and PyAV: cameras of
+dtype video from MP4 files, cameras of dtype image (LeRobot's `use_videos=False`) from the PNGs embedded in the
+data files (see images.py).
 
 Opening checks what is cheap to check, so that a broken dataset fails at once with one line naming the file:
 info.json (version, features, templates), tasks, the episode table, every data file (present, readable,
-columns as info.json declares them, rows in order) and every video file (present, frame size as declared,
-long enough, its last needed frame decodable: a truncated MP4 fails here). Frames that fail to decode later
-fail with the same kind of line.
+columns as info.json declares them, rows in order), every video file (present, frame size as declared,
+long enough, its last needed frame decodable: a truncated MP4 fails here) and every image column (present,
+holding encoded images, its last image of the declared size). Frames that fail to decode later fail with the
+same kind of line.
 
 A sample (`dataset[i]`, i a frame of the whole dataset) holds:
     <camera key>      uint8 [H, W, 3], the camera's frame at the sample's timestamp
@@ -34,6 +37,7 @@ import torch
 
 from . import lerobot_format as fmt
 from .errors import DatasetError
+from .images import ImageRows, image_bytes
 from .stats import from_json
 from .video import VideoDecoder, probe
 
@@ -56,7 +60,7 @@ class EpisodeInfo:
     tasks: tuple[str, ...]
     rows: tuple[int, int]  # [first, last + 1) frame rows of the dataset
     data_file: Path
-    videos: dict[str, VideoSpan]
+    videos: dict[str, VideoSpan]  # cameras of dtype video; those of dtype image are read from `data_file`
 
 
 @dataclass
@@ -72,6 +76,18 @@ class DatasetMeta:
 
     def feature_shape(self, key: str) -> tuple[int, ...]:
         return tuple(self.features[key]["shape"])
+
+    @property
+    def image_cameras(self) -> list[str]:
+        """Cameras whose frames are encoded images in the data files (LeRobot's `use_videos=False`)."""
+        return [key for key in self.cameras if self.features[key]["dtype"] == "image"]
+
+    def file_first_rows(self) -> dict[Path, int]:
+        """The dataset row each data file starts at."""
+        first: dict[Path, int] = {}
+        for ep in self.episodes:
+            first.setdefault(ep.data_file, ep.rows[0])
+        return first
 
 
 # ----------------------------------------------------------------------------------------------- opening
@@ -121,17 +137,18 @@ def _check_info(path: Path, info: dict) -> tuple[float, dict, list[str]]:
     fps = info.get("fps")
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0:
         fail("fps", "a positive number", repr(fps))
-    for key, fields in (
-        ("data_path", ("chunk_index", "file_index")),
-        ("video_path", ("video_key", "chunk_index", "file_index")),
-    ):
-        template = info.get(key)
-        if not isinstance(template, str) or any("{" + f not in template for f in fields):
-            fail(key, f"a path template with {', '.join('{' + f + '}' for f in fields)}", repr(template))
     features = info.get("features")
     if not isinstance(features, dict):
         fail("features", "a mapping of feature name to dtype and shape", repr(features)[:60])
-    cameras = fmt.video_keys(features)
+    templates = [("data_path", ("chunk_index", "file_index"))]
+    if fmt.video_keys(features):  # LeRobot writes video_path: null when every camera is an image feature
+        templates.append(("video_path", ("video_key", "chunk_index", "file_index")))
+    for key, fields in templates:
+        template = info.get(key)
+        if not isinstance(template, str) or any("{" + f not in template for f in fields):
+            why = " (features of dtype video need one)" if key == "video_path" else ""
+            fail(key, f"a path template with {', '.join('{' + f + '}' for f in fields)}{why}", repr(template))
+    cameras = fmt.camera_keys(features)
     for key in ("observation.state", "action", *cameras):
         ft = features.get(key)
         if ft is None:
@@ -150,15 +167,8 @@ def _check_info(path: Path, info: dict) -> tuple[float, dict, list[str]]:
     for key, want in fmt.INDEX_FEATURES.items():
         if key not in features:
             fail(f"features.{key}", f"a {want['dtype']} feature (every LeRobot frame has one)", "nothing")
-    images = [key for key, ft in features.items() if ft.get("dtype") == "image"]
-    if images:
-        fail(
-            f"features.{images[0]}.dtype",
-            "video (this reader decodes MP4 cameras; images stored in the parquet files are not supported)",
-            "image",
-        )
     if not cameras:
-        fail("features", "at least one camera (a feature of dtype video)", "none")
+        fail("features", "at least one camera (a feature of dtype video or image)", "none")
     for key in cameras:
         _frame_size(path, key, features[key])
     return float(fps), features, cameras
@@ -214,7 +224,8 @@ def load_meta(root: Path) -> DatasetMeta:
         "dataset_from_index",
         "dataset_to_index",
     ]
-    for key in cameras:
+    videos = fmt.video_keys(features)  # image cameras have no video columns: their frames are in the data files
+    for key in videos:
         columns += [f"videos/{key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
     rows = []
     for path in episode_files:
@@ -252,7 +263,7 @@ def load_meta(root: Path) -> DatasetMeta:
                 row[f"videos/{key}/from_timestamp"],
                 row[f"videos/{key}/to_timestamp"],
             )
-            for key in cameras
+            for key in videos
         }
         episodes.append(EpisodeInfo(n, row["length"], tuple(row["tasks"] or ()), (start, stop), data_file, videos))
     for key, total in (("total_episodes", len(episodes)), ("total_frames", next_row)):
@@ -350,6 +361,8 @@ def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: 
     """Every video file: present, of the declared frame size, and holding its last needed frame."""
     info_path = meta.root / fmt.INFO_PATH
     for key in meta.cameras:
+        if key in meta.image_cameras:
+            continue
         height, width = _frame_size(info_path, key, meta.features[key])
         files: dict[Path, list[EpisodeInfo]] = {}
         for ep in meta.episodes:
@@ -377,6 +390,36 @@ def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: 
                 decoder.frame_at(ts, f"the last frame of episode {last.index}")
             finally:
                 decoder.close()
+
+
+def check_images(meta: DatasetMeta, images: ImageRows) -> None:
+    """Every data file of an image-only camera: the column is there, holds encoded images, and the file's last
+    image decodes to the declared frame size."""
+    info_path = meta.root / fmt.INFO_PATH
+    first_rows = meta.file_first_rows()
+    last_episode = {ep.data_file: ep for ep in meta.episodes}
+    for key in meta.image_cameras:
+        height, width = _frame_size(info_path, key, meta.features[key])
+        for path, ep in last_episode.items():
+            schema = pq.read_schema(path)
+            if key not in schema.names:
+                raise DatasetError(
+                    path,
+                    key,
+                    f"a column {key!r} (an image feature in meta/info.json)",
+                    f"only {', '.join(schema.names)}",
+                )
+            image_bytes(pa.array([], type=schema.field(key).type), path, key)  # the column's type, one line
+            where = f"the last frame of episode {ep.index}"
+            frame = images.frame(path, ep.rows[1] - 1 - first_rows[path], key, where)
+            if frame.shape[:2] != (height, width):
+                raise DatasetError(
+                    info_path,
+                    f"features.{key}.shape",
+                    f"[{frame.shape[0]}, {frame.shape[1]}, 3] (the size of the {key} images in "
+                    f"{path.relative_to(meta.root)})",
+                    str(meta.features[key]["shape"]),
+                )
 
 
 # ----------------------------------------------------------------------------------------------- the dataset
@@ -412,8 +455,11 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
         self.action_horizon = action_horizon
         self.tolerance_s = tolerance_s
         self._frames = load_frames(self.meta)
+        self._images = ImageRows()  # cameras of dtype image: their PNGs are in the data files
+        self._file_first_row = self.meta.file_first_rows()
         if check_video_files:
             check_videos(self.meta, self._frames, tolerance_s)
+            check_images(self.meta, self._images)
         # For each frame row: where its episode's rows end, and which episode it belongs to.
         lengths = np.array([ep.length for ep in self.meta.episodes])
         self._episode_of_row = np.repeat(np.arange(len(lengths)), lengths)
@@ -447,10 +493,12 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
         timestamp = float(self._frames["timestamp"][i])
         sample = {}
         for key in self.cameras:
-            span = ep.videos[key]
-            frame = self._decoder(span.path).frame_at(
-                span.from_s + timestamp, f"episode {ep.index}, frame {i - ep.rows[0]}"
-            )
+            where = f"episode {ep.index}, frame {i - ep.rows[0]}"
+            span = ep.videos.get(key)
+            if span is None:  # an image feature: the frame's PNG is in its data file's row
+                frame = self._images.frame(ep.data_file, i - self._file_first_row[ep.data_file], key, where)
+            else:
+                frame = self._decoder(span.path).frame_at(span.from_s + timestamp, where)
             sample[key] = torch.from_numpy(frame)
         sample["observation.state"] = torch.from_numpy(self._frames["observation.state"][i].copy())
         sample["action"] = torch.from_numpy(self._frames["action"][np.minimum(steps, end - 1)])
@@ -480,9 +528,11 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_decoders"] = OrderedDict()  # open files do not pickle (spawned workers reopen them)
+        state["_images"] = ImageRows()  # nor need the images read so far
         return state
 
     def close(self) -> None:
         for decoder in self._decoders.values():
             decoder.close()
         self._decoders.clear()
+        self._images.clear()

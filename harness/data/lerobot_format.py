@@ -7,6 +7,8 @@
                                                      row range, per-camera video time span, episode stats
     data/chunk-000/file-000.parquet                  one row per frame, many episodes per file
     videos/<camera>/chunk-000/file-000.mp4           many episodes per file, back to back in time
+                                                     (cameras of dtype image have their PNGs in the data
+                                                     files instead; see images.py)
 
 Facts from huggingface/lerobot (src/lerobot/datasets/utils.py, feature_utils.py, dataset_metadata.py,
 dataset_writer.py, configs/video.py, utils/constants.py); the LIBERO feature names from the info.json of
@@ -87,6 +89,11 @@ def libero_features(image_size: int = 256) -> dict[str, dict]:
 
 def video_keys(features: dict) -> list[str]:
     return [key for key, ft in features.items() if ft.get("dtype") == "video"]
+
+
+def camera_keys(features: dict) -> list[str]:
+    """Cameras in declaration order: MP4 ones (dtype video) and ones stored in the parquet files (dtype image)."""
+    return [key for key, ft in features.items() if ft.get("dtype") in ("video", "image")]
 
 
 def video_info(height: int, width: int, fps: int, encoding: VideoEncoding) -> dict:

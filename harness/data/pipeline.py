@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from models.schema import AT_LEAST_ONE, NON_NEGATIVE
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE, Bounds, SchemaError, describe
 
 from .lerobot_format import LIBERO_CAMERAS
 
@@ -35,10 +35,28 @@ LoaderKind = Literal["synthetic", "torch", "async"]
 
 
 @dataclass(frozen=True)
+class MakeSpec:
+    """How to make a workload's dataset when its folder is missing: `vlabench make-dataset` with these flags."""
+
+    source: Literal["synthetic"]  # procedural episodes (harness/data/synthetic.py), made in seconds
+    episodes: Annotated[int, AT_LEAST_ONE]
+    seed: Annotated[int, NON_NEGATIVE] = 0
+    fps: Annotated[int, AT_LEAST_ONE] = 10
+    image_size: Annotated[int, Bounds(16, 4096)] = 256
+
+    def __post_init__(self):
+        if self.image_size % 2:  # yuv420p halves the chroma planes
+            raise SchemaError("image_size", "an even size from 16 to 4096 pixels", describe(self.image_size))
+
+
+@dataclass(frozen=True)
 class DataSpec:
     """A workload's `data:` when it is a dataset on disk (else `data: synthetic`)."""
 
     dataset: str  # a LeRobotDataset v3.0 folder (`vlabench make-dataset` writes one)
+    # made as `vlabench make-dataset` would when `dataset` does not exist yet (a fresh clone's first run);
+    # without it a missing dataset stops the run in one line
+    make: MakeSpec | None = None
     cameras: tuple[str, ...] = LIBERO_CAMERAS  # the dataset's camera keys, in the model's slot order
     # a SentencePiece tokenizer (file or Hub id) for families with one; without it a stand-in of the same
     # vocabulary size and cost per prompt, recorded as a stand-in

@@ -5,9 +5,11 @@ Per episode and per feature: min, max, mean, std, count and the quantiles q01, q
 normalises with q01/q99). Quantiles come from a 5000-bin histogram between the episode's min and max,
 interpolated linearly inside the bin. Cameras: per channel over the pixels of up to ~100 evenly spaced
 frames of the raw (pre-encoding) images, scaled to [0, 1], shaped (3, 1, 1); count is the number of frames
-sampled. The dataset's stats aggregate the episodes': count-weighted mean, pooled variance, min of mins, max
-of maxes, and for quantiles LeRobot's conservative envelope (the smallest q01/q10/q50, the largest q90/q99
-over episodes), not a global quantile.
+sampled. The dataset's stats aggregate the episodes' as LeRobot 0.6.1 (the newest release) does in
+`aggregate_feature_stats`: count-weighted mean, pooled variance, min of mins, max of maxes, and for each
+quantile the count-weighted mean of the episodes' quantiles, an estimate, not the global quantile. (LeRobot's
+main branch replaced that rule after 0.6.1 by an envelope, the smallest q01/q10/q50 and the largest q90/q99;
+we follow the release, which is what a LeRobot user's datasets and trained checkpoints carry.)
 """
 
 from __future__ import annotations
@@ -106,9 +108,8 @@ def aggregate(episode_stats: list[dict[str, dict[str, np.ndarray]]]) -> dict[str
             "std": np.sqrt(var),
             "count": np.array([int(counts.sum())]),
         }
-        for q in QUANTILE_KEYS:
-            stacked = np.stack([p[q] for p in parts])
-            merged[q] = stacked.min(axis=0) if int(q[1:]) <= 50 else stacked.max(axis=0)
+        for q in QUANTILE_KEYS:  # LeRobot 0.6.1: sum(q_e * count_e) / sum(count_e) over episodes e
+            merged[q] = (np.stack([p[q] for p in parts]) * weights).sum(axis=0) / counts.sum()
         out[key] = merged
     return out
 

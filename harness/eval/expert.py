@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .policies import Policy, PolicyError
+from models.policy import EvalPolicy, PolicyError
+
 from .protocol import ACTION_DIM
 
 POS_SCALE = 0.05  # metres of controller goal per unit action (osc_pose.json output_max)
@@ -500,7 +501,7 @@ class Episode:
 # ----------------------------------------------------------------------------- the policy
 
 
-class ExpertPolicy(Policy):
+class ExpertPolicy(EvalPolicy):
     """The scripted expert as a policy: privileged observations, no images, one action per observation."""
 
     name = "expert"

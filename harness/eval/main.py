@@ -11,9 +11,9 @@ import datetime
 import json
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
@@ -34,6 +34,11 @@ from .protocol import (
     PolicyNeeds,
     Suite,
 )
+
+if TYPE_CHECKING:
+    from models.policy import EvalPolicy
+
+    from .runner import EpisodeSpec
 
 
 @dataclass
@@ -106,9 +111,18 @@ def eval_block(scenario, rung_name: str | None = None) -> tuple[dict, dict, str]
     return settings, dict(rungs[name].cumulative), name
 
 
-def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list, list[dict]]:
-    """Finished episodes of an earlier run into the same file (for --resume): (ok records, provenances,
-    the throughput of every earlier run, oldest first)."""
+@dataclass
+class _Earlier:
+    """What earlier runs into the same result file left, for --resume (nothing without it)."""
+
+    episodes: list[dict] = field(default_factory=list)  # their finished (ok) episodes, kept
+    provenances: list = field(default_factory=list)  # every earlier run's, the last first
+    throughputs: list[dict] = field(default_factory=list)  # every earlier run's, oldest first
+
+
+def _load_previous(out: Path, policy_desc: dict) -> _Earlier:
+    """Finished episodes of an earlier run into the same file (for --resume), the provenances and the throughput
+    of every earlier run."""
     try:
         old = json.loads(out.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -127,7 +141,7 @@ def _load_previous(out: Path, policy_desc: dict) -> tuple[list[dict], list, list
     kept = [e for e in old.get("episodes", []) if e.get("status") == "ok"]
     # A run killed before it wrote its throughput leaves none: its part is missing from the totals.
     parts = [*old.get("throughput_parts", []), *([old["throughput"]] if old.get("throughput") else [])]
-    return kept, [old.get("provenance"), *old.get("provenance_earlier", [])], parts
+    return _Earlier(kept, [old.get("provenance"), *old.get("provenance_earlier", [])], parts)
 
 
 def default_out(cfg: EvalConfig) -> Path:
@@ -135,30 +149,25 @@ def default_out(cfg: EvalConfig) -> Path:
     return Path("runs") / f"eval-{'-'.join(cfg.suites)}-{cfg.policy}-{stamp}.json"
 
 
-def _target(policy) -> dict:
+def _target(policy: EvalPolicy) -> dict:
     import torch
 
     from ..hardware import detect_target
 
     target = detect_target()
-    device = getattr(policy, "device", None)
-    on_gpu = device is not None and device.type == "cuda"
+    on_gpu = policy.device.type == "cuda"
     return {
         "name": target.name,
         "backend": target.backend,
-        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "device_name": torch.cuda.get_device_name(policy.device) if on_gpu else "cpu",
         "device_count": torch.cuda.device_count() if on_gpu else 1,
     }
 
 
-def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
-    from . import sim
+def _build_policy(cfg: EvalConfig, episodes: list[EpisodeSpec], progress) -> EvalPolicy:
+    """The policy, warmed up for every batch size the workers can make; it refuses up front tasks it cannot do."""
     from .policies import make_policy
-    from .runner import EvalRunner, plan_episodes, success_rates, throughput, throughput_total
 
-    setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
-    progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
-    episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
     kwargs = {}
     if cfg.policy in models.FAMILIES:
         kwargs = dict(
@@ -172,89 +181,127 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     warm = policy.warm_up(max(1, min(cfg.workers, len(episodes))))
     if warm:
         progress(f"policy: one CUDA graph per batch size up to {cfg.workers} captured in {warm:.1f}s")
-    policy.check_tasks([ep.task for ep in episodes])  # a policy for some tasks only refuses the others up front
-    needs = PolicyNeeds.of(policy)
+    policy.check_tasks([ep.task for ep in episodes])
+    return policy
 
-    out = Path(cfg.out or default_out(cfg))
-    kept, earlier, parts = [], [], []
-    if cfg.resume and out.exists():
-        kept, earlier, parts = _load_previous(out, policy.describe())
-        done_keys = {(e["suite"], e["task"], e["trial"]) for e in kept}
-        kept = [e for e in kept if (e["suite"], e["task"], e["trial"]) in {ep.key for ep in episodes}]
-        episodes = [ep for ep in episodes if ep.key not in done_keys]
-        progress(f"resume: {len(kept)} finished episodes kept, {len(episodes)} to run")
+
+def _resume(
+    cfg: EvalConfig, out: Path, policy: EvalPolicy, episodes: list[EpisodeSpec], progress
+) -> tuple[list[EpisodeSpec], _Earlier]:
+    """With --resume and an existing `out`: the episodes still to run, and what the earlier runs left."""
+    if not (cfg.resume and out.exists()):
+        return episodes, _Earlier()
+    earlier = _load_previous(out, policy.describe())
+    done_keys = {(e["suite"], e["task"], e["trial"]) for e in earlier.episodes}
+    planned = {ep.key for ep in episodes}
+    earlier.episodes = [e for e in earlier.episodes if (e["suite"], e["task"], e["trial"]) in planned]
+    episodes = [ep for ep in episodes if ep.key not in done_keys]
+    progress(f"resume: {len(earlier.episodes)} finished episodes kept, {len(episodes)} to run")
+    return episodes, earlier
+
+
+def _workload(cfg: EvalConfig, needs: PolicyNeeds) -> dict:
+    """The result's `workload`: what was evaluated, and the protocol it ran under."""
+    return {
+        "model": cfg.policy,
+        "suites": cfg.suites,
+        "tasks": cfg.tasks,
+        "trials": cfg.trials,
+        "workers": cfg.workers,
+        "seed": cfg.seed,
+        "protocol": {
+            "max_steps": {s: cfg.max_steps or SUITE_MAX_STEPS[s] for s in cfg.suites},
+            "wait_steps": WAIT_STEPS,
+            "dummy_action": list(DUMMY_ACTION),
+            "replan_steps": needs.replan_steps,
+            "images": needs.images,
+            "privileged": needs.privileged,
+            "render_size": RENDER_SIZE,
+            "image_size": IMAGE_SIZE,
+            "rotate_180": True,
+            "state": "eef_pos + axis_angle + gripper_qpos",
+            "custom_init_states": sorted(f"{s}/{t}" for s, t in (cfg.init_states or {})),
+        },
+    }
+
+
+def _header(cfg: EvalConfig, policy: EvalPolicy, sim_setup: dict, command: list[str], earlier: _Earlier) -> dict:
+    """The result file as it starts: everything but this run's episodes and throughput."""
+    from .runner import success_rates
+
     header = {
         "kind": "eval",
         "scenario": cfg.scenario or {"name": f"libero-eval-{cfg.policy}", "path": None, "sha256": None},
         "target": _target(policy),
         "provenance": provenance(command),
-        "workload": {
-            "model": cfg.policy,
-            "suites": cfg.suites,
-            "tasks": cfg.tasks,
-            "trials": cfg.trials,
-            "workers": cfg.workers,
-            "seed": cfg.seed,
-            "protocol": {
-                "max_steps": {s: cfg.max_steps or SUITE_MAX_STEPS[s] for s in cfg.suites},
-                "wait_steps": WAIT_STEPS,
-                "dummy_action": list(DUMMY_ACTION),
-                "replan_steps": needs.replan_steps,
-                "images": needs.images,
-                "privileged": needs.privileged,
-                "render_size": RENDER_SIZE,
-                "image_size": IMAGE_SIZE,
-                "rotate_180": True,
-                "state": "eef_pos + axis_angle + gripper_qpos",
-                "custom_init_states": sorted(f"{s}/{t}" for s, t in (cfg.init_states or {})),
-            },
-        },
+        "workload": _workload(cfg, PolicyNeeds.of(policy)),
         "policy": policy.describe(),
-        "sim": setup.as_dict(),
+        "sim": sim_setup,
         "errors_count_as_failures": True,
-        "episodes": kept,
-        "success_rate": success_rates(kept),
+        "episodes": earlier.episodes,
+        "success_rate": success_rates(earlier.episodes),
     }
-    if earlier:
-        header["provenance_earlier"] = earlier
-    if parts:  # in the header, so that a run killed outright still leaves the earlier parts in the file
-        header["throughput_parts"] = parts
-    writer = ResultWriter(out, header)
-    records = list(kept)
+    if earlier.provenances:
+        header["provenance_earlier"] = earlier.provenances
+    if earlier.throughputs:  # in the header, so that a run killed outright still leaves the earlier parts in the file
+        header["throughput_parts"] = earlier.throughputs
+    return header
+
+
+def _run_episodes(
+    cfg: EvalConfig, policy: EvalPolicy, sim_env: dict, episodes: list[EpisodeSpec], writer, earlier: _Earlier, progress
+) -> list[dict]:
+    """Runs the episodes on the workers, keeping the result file current after each; its throughput at the end,
+    also when interrupted. Returns the new episodes' records."""
+    from .runner import EvalRunner, success_rates, throughput, throughput_total
+
+    records = list(earlier.episodes)
 
     def on_episode(record: dict):
         records.append(record)
         writer.update({"episodes": records, "success_rate": success_rates(records)})
 
-    video_dir = out.with_name(out.stem + "-videos") if cfg.videos else None
     runner = EvalRunner(
         policy,
-        setup.env,
+        sim_env,
         workers=cfg.workers,
         batch_wait_s=cfg.batch_wait_s,
         episode_timeout_s=cfg.episode_timeout_s,
         progress=progress,
         on_episode=on_episode,
-        video_dir=video_dir,
+        video_dir=writer.path.with_name(writer.path.stem + "-videos") if cfg.videos else None,
         stop_after_s=cfg.stop_after_s,
     )
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
-    progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {out}")
+    progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {writer.path}")
     start = time.perf_counter()
-    policy_device = getattr(policy, "device", None)
-    on_gpu = policy_device is not None and policy_device.type == "cuda"
-    sampler = UtilisationSampler(gpu=(policy_device.index or 0) if on_gpu else None).start()
+    on_gpu = policy.device.type == "cuda"
+    sampler = UtilisationSampler(gpu=(policy.device.index or 0) if on_gpu else None).start()
     try:
-        new = runner.run(episodes)
+        return runner.run(episodes)
     finally:
-        speed = throughput(records[len(kept) :], time.perf_counter() - start, runner, policy)
+        speed = throughput(records[len(earlier.episodes) :], time.perf_counter() - start, runner, policy.latencies)
         speed["utilisation"] = sampler.stop()
         if runner.episodes_left:
             speed["stopped_early"] = {"after_s": cfg.stop_after_s, "episodes_left": runner.episodes_left}
         final = {"throughput": speed}
-        if parts:
-            final["throughput_total"] = throughput_total([*parts, speed])
+        if earlier.throughputs:
+            final["throughput_total"] = throughput_total([*earlier.throughputs, speed])
         writer.update(final)
+
+
+def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
+    from . import sim
+    from .runner import plan_episodes
+
+    setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
+    progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
+    episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
+    policy = _build_policy(cfg, episodes, progress)
+    out = Path(cfg.out or default_out(cfg))
+    episodes, earlier = _resume(cfg, out, policy, episodes, progress)
+    writer = ResultWriter(out, _header(cfg, policy, setup.as_dict(), command, earlier))
+    new = _run_episodes(cfg, policy, setup.env, episodes, writer, earlier, progress)
     data = writer.data
     data["_new_episodes"] = len(new)
     data["_path"] = str(out)

@@ -1,18 +1,18 @@
-"""Policies for LIBERO evaluation: the interface (models/policy.py), a no-op policy, the scripted expert
-(expert.py) and every registered model family's policy (`family.eval_policy`)."""
+"""Policies for LIBERO evaluation, each an `EvalPolicy` (the interface, models/policy.py): a no-op policy, the
+scripted expert (expert.py) and every registered model family's policy (`family.eval_policy`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import models
-from models.policy import EvalPolicy as Policy
-from models.policy import PolicyError
+from models.policy import EvalPolicy, PolicyError
 
-from .protocol import ACTION_DIM, DUMMY_ACTION, SEED
+from .expert import make_expert
+from .protocol import ACTION_DIM, DUMMY_ACTION
 
 
-class NoopPolicy(Policy):
+class NoopPolicy(EvalPolicy):
     """Holds still with the gripper open: a floor for success rates and a way to test the machinery."""
 
     name = "noop"
@@ -20,23 +20,21 @@ class NoopPolicy(Policy):
     def __init__(self, horizon: int = 10):
         self.horizon = horizon
 
-    def infer(self, observations):
+    def infer(self, observations: list[dict]) -> list[np.ndarray]:
         return [np.tile(np.asarray(DUMMY_ACTION, dtype=np.float32), (self.horizon, 1)) for _ in observations]
 
-    def describe(self):
+    def describe(self) -> dict:
         return {"name": self.name, "horizon": self.horizon}
 
 
 POLICIES = ("noop", "expert", *models.FAMILIES)
 
 
-def make_policy(name: str, checkpoint: str | None = None, **kwargs) -> Policy:
+def make_policy(name: str, checkpoint: str | None = None, **kwargs) -> EvalPolicy:
     """The policy `name`: noop, expert, or a model family's (which needs --checkpoint, or 'random')."""
     if name == "noop":
         return NoopPolicy()
     if name == "expert":
-        from .expert import make_expert  # the expert imports this module
-
         return make_expert()
     if name in models.FAMILIES:
         if not checkpoint:
@@ -45,4 +43,4 @@ def make_policy(name: str, checkpoint: str | None = None, **kwargs) -> Policy:
     raise PolicyError(f"--policy: expected one of {', '.join(POLICIES)}, got {name!r}")
 
 
-__all__ = ["NoopPolicy", "POLICIES", "Policy", "PolicyError", "SEED", "make_policy"]
+__all__ = ["NoopPolicy", "POLICIES", "PolicyError", "make_policy"]

@@ -14,16 +14,20 @@ import multiprocessing as mp
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..stats import rate_summary
 from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
+
+if TYPE_CHECKING:  # torch, which models.policy imports, is for the evaluations that build a policy
+    from models.policy import EvalPolicy
 
 
 @dataclass
@@ -172,7 +176,7 @@ class _Slot:
 class EvalRunner:
     def __init__(
         self,
-        policy,
+        policy: EvalPolicy,
         sim_env: dict,
         workers: int = 1,
         batch_wait_s: float = 0.05,
@@ -356,8 +360,9 @@ class EvalRunner:
         return done
 
 
-def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -> dict:
-    """Env steps/s over the run (all workers together) and the policy's latency per batched call."""
+def throughput(records: list[dict], wall_s: float, runner: EvalRunner, latencies: Sequence[tuple[int, float]]) -> dict:
+    """Env steps/s over the run (all workers together) and, from the policy's `latencies`, its latency per
+    batched call."""
     env_steps = sum(r.get("env_steps") or 0 for r in records)
     out = {
         "wall_s": wall_s,
@@ -373,7 +378,6 @@ def throughput(records: list[dict], wall_s: float, runner: EvalRunner, policy) -
         "policy_s_total": runner.policy_s,
         "worker_restarts": runner.crashes,
     }
-    latencies = getattr(policy, "latencies", None)
     if latencies:
         # The first call pays one-off costs (CUDA context, cuBLAS heuristics, allocator growth): it is reported
         # on its own and left out of the figures below, as the warm-up is in training timings.

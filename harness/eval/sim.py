@@ -25,6 +25,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.extras import pip_install
+
 ASSETS_ENV = "VLABENCH_LIBERO_ASSETS"
 CACHE_ENV = "VLABENCH_CACHE"
 SIM_PACKAGES = ("mujoco", "robosuite", "bddl", "libero")
@@ -62,7 +64,7 @@ def missing_packages() -> list[str]:
 def require_packages():
     missing = missing_packages()
     if missing:
-        raise SimError(f"LIBERO evaluation needs {', '.join(missing)}: install vlabench[sim] (pip install -e '.[sim]')")
+        raise SimError(f"LIBERO evaluation needs {', '.join(missing)}: install vlabench[sim]: {pip_install('sim')}")
 
 
 def cache_dir() -> Path:
@@ -92,7 +94,7 @@ def libero_package_dir() -> Path:
     """`<site-packages>/libero/libero`, found without importing it (the import would read the config)."""
     spec = importlib.util.find_spec("libero")
     if spec is None or not spec.submodule_search_locations:
-        raise SimError("LIBERO is not installed: install vlabench[sim]")
+        raise SimError(f"LIBERO is not installed: install vlabench[sim]: {pip_install('sim')}")
     return Path(list(spec.submodule_search_locations)[0]) / "libero"
 
 

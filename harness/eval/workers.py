@@ -6,6 +6,9 @@ Messages (over a multiprocessing Pipe):
 A worker keeps the environment of its last task, since building one takes seconds; an episode that raises
 is reported as an error and its environment is rebuilt for the next episode. The episode's `needs` (what the
 policy declared: images, privileged state, actions per chunk) decide whether the environment has cameras.
+
+LIBERO, robosuite and MuJoCo are imported only inside the functions below, after `worker_main` has set the
+simulator's environment variables.
 """
 
 from __future__ import annotations
@@ -15,92 +18,131 @@ import sys
 import time
 import traceback
 
-from .protocol import WAIT_STEPS, PolicyNeeds, run_episode
+import numpy as np
+
+from .protocol import WAIT_STEPS, PolicyNeeds
+
+
+class _ChunkRequests:
+    """`get_chunk` for one episode: sends each observation to the runner and waits for its action chunk,
+    counting the chunks and the seconds spent waiting (not simulating)."""
+
+    def __init__(self, conn, noise_seed: int):
+        self.conn, self.noise_seed = conn, noise_seed
+        self.count = 0
+        self.waited_s = 0.0
+
+    def __call__(self, observation: dict) -> np.ndarray:
+        # The noise of each chunk depends only on the episode and the chunk's index.
+        observation["noise_seed"] = self.noise_seed * 1000 + self.count
+        self.count += 1
+        t0 = time.perf_counter()
+        self.conn.send(("obs", observation))
+        reply_kind, actions = self.conn.recv()
+        if reply_kind != "chunk":
+            raise RuntimeError(f"expected an action chunk, got {reply_kind!r}")
+        self.waited_s += time.perf_counter() - t0
+        return actions
+
+
+class _Environment:
+    """The worker's environment, kept for the next episode of the same task with the same cameras."""
+
+    def __init__(self):
+        self.env, self.key = None, None
+
+    def get(self, task, cameras: bool, seed: int):
+        from .env import make_env
+
+        if self.env is None or self.key != (task.bddl_file, cameras):
+            self.close()
+            self.env = make_env(task, seed=seed, cameras=cameras)
+            self.key = (task.bddl_file, cameras)
+        return self.env
+
+    def forget(self) -> None:
+        """After an episode raised: build a fresh one next time (the broken one is not closed)."""
+        self.env, self.key = None, None
+
+    def close(self) -> None:
+        env, self.env, self.key = self.env, None, None
+        if env is not None:
+            env.close()
+
+
+def _run_episode(spec: dict, environment: _Environment, chunks: _ChunkRequests) -> dict:
+    """One episode from its message; returns its record (raises if the episode does)."""
+    from .env import TaskInfo
+    from .episode import run_episode
+
+    task = TaskInfo(**spec["task"])
+    needs = PolicyNeeds(**spec["needs"])
+    # recorded videos and demonstrations need the cameras, whatever the policy needs
+    cameras = needs.images or spec.get("record", False) or spec.get("demonstration", False)
+    outcome = run_episode(
+        environment.get(task, cameras, spec["seed"]),
+        spec["init_state"],
+        task.language,
+        spec["max_steps"],
+        chunks,
+        needs,
+        record=spec.get("record", False),
+        seed=spec["episode_seed"],
+        render_every_step=spec.get("render_every_step", False),
+        demonstration=spec.get("demonstration", False),
+    )
+    return {
+        "status": "ok",
+        "success": outcome.success,
+        "steps": outcome.steps,
+        "failure_reason": outcome.reason,
+        "chunks": outcome.chunks,
+        "frames": outcome.frames,
+        "demo": outcome.demo,
+    }
+
+
+def _episode_record(conn, spec: dict, environment: _Environment) -> dict:
+    """Runs one episode and returns its record, with its times; an episode that raises is recorded as an error
+    and its environment is rebuilt for the next one."""
+    started = time.perf_counter()
+    chunks = _ChunkRequests(conn, spec["noise_seed"])
+    try:
+        record = _run_episode(spec, environment, chunks)
+    except Exception as exc:  # the episode is lost, the worker goes on with a fresh environment
+        record = {
+            "status": "error",
+            "success": False,
+            "steps": None,
+            "chunks": chunks.count,
+            "failure_reason": f"error: {type(exc).__name__}: {exc}".splitlines()[0][:300],
+            "traceback": traceback.format_exc()[-3000:],
+        }
+        environment.forget()
+    wall = time.perf_counter() - started
+    steps = (record["steps"] or 0) + WAIT_STEPS
+    record.update(wall_s=wall, sim_s=wall - chunks.waited_s, env_steps=steps if record["status"] == "ok" else None)
+    return record
 
 
 def worker_main(conn, sim_env: dict) -> None:
     os.environ.update(sim_env)  # before MuJoCo/LIBERO are imported in this process
     sys.stdout = open(os.devnull, "w")  # LIBERO and robosuite chatter; errors come back as messages
-    from .env import TaskInfo, make_env
-
-    env, env_task = None, None
+    environment = _Environment()
     conn.send(("ready", os.getpid()))
     try:
         while True:
             kind, spec = conn.recv()
             if kind == "stop":
                 break
-            task = TaskInfo(**spec["task"])
-            needs = PolicyNeeds(**spec.get("needs", {}))
-            # recorded videos and demonstrations need the cameras, whatever the policy needs
-            cameras = needs.images or spec.get("record", False) or spec.get("demonstration", False)
-            started = time.perf_counter()
-            waited = 0.0
-            chunk_index = 0
-
-            def get_chunk(observation, noise_seed=spec["noise_seed"]):
-                nonlocal waited, chunk_index
-                # The noise of each chunk depends only on the episode and the chunk's index.
-                observation["noise_seed"] = noise_seed * 1000 + chunk_index
-                chunk_index += 1
-                t0 = time.perf_counter()
-                conn.send(("obs", observation))
-                reply_kind, actions = conn.recv()
-                if reply_kind != "chunk":
-                    raise RuntimeError(f"expected an action chunk, got {reply_kind!r}")
-                waited += time.perf_counter() - t0
-                return actions
-
-            record = {"status": "ok"}
-            try:
-                if env is None or env_task != (task.bddl_file, cameras):
-                    if env is not None:
-                        env.close()
-                    env, env_task = None, None
-                    env = make_env(task, seed=spec["seed"], cameras=cameras)
-                    env_task = (task.bddl_file, cameras)
-                outcome = run_episode(
-                    env,
-                    spec["init_state"],
-                    task.language,
-                    spec["max_steps"],
-                    get_chunk,
-                    record=spec.get("record", False),
-                    seed=spec["episode_seed"],
-                    render_every_step=spec.get("render_every_step", False),
-                    needs=needs,
-                    demonstration=spec.get("demonstration", False),
-                )
-                record.update(
-                    success=outcome.success,
-                    steps=outcome.steps,
-                    failure_reason=outcome.reason,
-                    chunks=outcome.chunks,
-                    frames=outcome.frames,
-                    demo=outcome.demo,
-                )
-            except Exception as exc:  # the episode is lost, the worker goes on with a fresh environment
-                record.update(
-                    status="error",
-                    success=False,
-                    steps=None,
-                    chunks=chunk_index,
-                    failure_reason=f"error: {type(exc).__name__}: {exc}".splitlines()[0][:300],
-                    traceback=traceback.format_exc()[-3000:],
-                )
-                env, env_task = None, None
-            wall = time.perf_counter() - started
-            steps = (record.get("steps") or 0) + WAIT_STEPS
-            record.update(wall_s=wall, sim_s=wall - waited, env_steps=steps if record["status"] == "ok" else None)
-            conn.send(("done", record))
+            conn.send(("done", _episode_record(conn, spec, environment)))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the runner went away or was interrupted
     finally:
-        if env is not None:
-            try:
-                env.close()
-            except Exception:
-                pass
+        try:
+            environment.close()
+        except Exception:
+            pass
         conn.close()
         # Skip interpreter teardown: GL contexts destroyed after their library print spurious errors.
         os._exit(0)

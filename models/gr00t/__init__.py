@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import torch
 
-from ..family import Built, DdpFlags, ModelFamily, Step, standard_step
+from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
+from ..recompute import RecomputePatterns
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
 from .flops import forward_flops_per_sample, train_flops_per_sample
 from .graphs import GraphedStep
 from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
-from .options import Gr00tOptions, parse_options
+from .options import Compile, Gr00tOptions, parse_options
 from .processor import Gr00tProcessor, make_processor
 from .techniques import apply_options, count_parameters, set_tf32, weight_decay_groups
 
@@ -52,8 +55,11 @@ class Gr00tFamily(ModelFamily):
                 "check; the aot_eager backend keeps eager's masks"
             )
         if dtype == "fp32":
-            if changed <= {"lm_head"}:
-                return 1e-6, "the lm_head's logits are dropped: skipping them changes no value"
+            if changed <= {"lm_head", "recompute"}:
+                return 1e-6, (
+                    "the same values: the lm_head's logits are dropped, and recompute reruns a module's forward "
+                    "from the forward's RNG state (the same dropout masks)"
+                )
             if changed <= {"lm_head", "vl_pad"}:
                 return 1e-5, (
                     "fp32 and the same math: padding shifts every RoPE position by the same amount "
@@ -87,6 +93,34 @@ class Gr00tFamily(ModelFamily):
                 "runs after the replay, no longer overlapping backward"
             )
         return notes
+
+    def knobs(self, options: dict) -> Knobs:
+        opts = parse_options(options)
+        return Knobs(
+            compile=opts.compile,
+            recompute_patterns=opts.recompute.patterns if isinstance(opts.recompute, RecomputePatterns) else (),
+            cuda_graphs=opts.cuda_graphs,
+            fp8_linears=opts.linear == "fp8",
+        )
+
+    def recompute_groups(self) -> dict[str, tuple[str, ...]]:
+        """Module groups for `vlabench recompute-sweep`: the SigLIP2 layers (frozen in N1.6 fine-tuning: they
+        keep no activations for backward, so recomputing them should save nothing), the LLM layers (only the
+        trainable top layers keep activations) and the DiT blocks."""
+        return {
+            "vit-layers": ("vision.layers.*",),
+            "llm-layers": ("llm.layers.*",),
+            "dit-blocks": ("dit.blocks.*",),
+        }
+
+    def recompute_options(self, patterns: tuple[str, ...]) -> dict:
+        return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
+
+    def compile_modes(self) -> tuple[str, ...]:
+        return get_args(Compile)
+
+    def compile_options(self, mode: str) -> dict:
+        return {"compile": mode}
 
     def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         """The plain model with N1.6 fine-tuning's trainable set and precision (frozen bf16, trainable fp32 under

@@ -347,9 +347,9 @@ class AlternateVLDiT(nn.Module):
     def __init__(self, cfg: DiTConfig, vl_width: int):
         super().__init__()
         self.time_embed = TimestepEncoder(cfg)
-        self.blocks = nn.ModuleList(
-            DiTBlock(cfg, block_reads(i, cfg.attend_text_every_n_blocks), vl_width) for i in range(cfg.layers)
-        )
+        # what each block attends to, kept here too: a block wrapped for recompute hides its own `reads`
+        self.reads = tuple(block_reads(i, cfg.attend_text_every_n_blocks) for i in range(cfg.layers))
+        self.blocks = nn.ModuleList(DiTBlock(cfg, reads, vl_width) for reads in self.reads)
         self.norm_out = nn.LayerNorm(cfg.width, eps=cfg.out_eps, elementwise_affine=False)
         self.proj_out_1 = nn.Linear(cfg.width, 2 * cfg.width)
         self.proj_out_2 = nn.Linear(cfg.width, cfg.out)
@@ -359,11 +359,11 @@ class AlternateVLDiT(nn.Module):
         validity masks [B, S] -> [B, T, out]."""
         temb = self.time_embed(buckets)
         masks = {"text": key_mask(text_valid), "image": key_mask(image_valid)}
-        for block in self.blocks:
-            if block.reads == "self":
+        for block, reads in zip(self.blocks, self.reads):
+            if reads == "self":
                 x = block(x, temb)
             else:
-                x = block(x, temb, vl, masks[block.reads])
+                x = block(x, temb, vl, masks[reads])
         shift, scale = self.proj_out_1(F.silu(temb)).chunk(2, dim=1)  # shift first here, unlike AdaLayerNorm
         return self.proj_out_2(self.norm_out(x) * (1 + scale[:, None]) + shift[:, None])
 

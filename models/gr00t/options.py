@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
+from ..recompute import RecomputePatterns
 from ..schema import Bounds, SchemaError, parse, to_plain
 from .attention import AttentionKind
 
@@ -26,6 +27,11 @@ class Gr00tOptions:
     # sdpa: the plain-PyTorch stand-in for the reference's flash-attention-2; eager: materialised scores.
     attention: AttentionKind = "sdpa"
     compile: Compile = "none"
+    # Activation recompute (gradient checkpointing): "none" (the reference's training path keeps every
+    # activation) or {patterns: [glob, ...]}: every module whose dotted name matches is checkpointed, its
+    # activations dropped after forward and recomputed in backward from the forward's RNG state (the DiT's
+    # dropout draws the same masks), e.g. `llm.layers.*`, `dit.blocks.*`
+    recompute: Literal["none"] | RecomputePatterns = "none"
     # fp8: torchao float8 training for the DiT blocks' large linears (a GPU with FP8 tensor cores)
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"

@@ -101,7 +101,7 @@ class Gr00tPolicy(EvalPolicy):
         }
 
     @torch.no_grad()
-    def infer(self, observations):
+    def infer(self, observations: list[dict]) -> list[np.ndarray]:
         batch = self.processor.observation_batch(observations)
         # One generator per observation: an episode's noise does not depend on which others share its batch.
         noise = torch.stack(

@@ -1,6 +1,7 @@
 """The optimization switches, each applied to the plain model after it is built, in a fixed order
-(lm_head, VL padding, attention kernel, FP8 linears, compile), in the manner of torchtitan's parallelize. The
-`cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it (graphs.py)."""
+(lm_head, VL padding, attention kernel, FP8 linears, compile, recompute), in the manner of torchtitan's
+parallelize. The `cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it
+(graphs.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from torch import nn
 
 from ..family import Applied
 from ..fp8 import MIN_FEATURES, apply_fp8, fp8_candidates
+from ..recompute import apply_recompute, unwrapped_name
 from .checkpoint import reference_names
 from .model import Gr00tModel
 from .options import Gr00tOptions
@@ -54,6 +56,15 @@ def apply_compile(model: Gr00tModel, mode: str, backend: str = "inductor") -> li
     return list(units)
 
 
+def apply_recompute_option(model: Gr00tModel, recompute) -> list[str]:
+    """Checkpoint every module matching the option's patterns (after compile: a compiled unit runs inside its
+    checkpoint), restoring the forward's RNG state for the recompute so that the DiT's dropout draws the
+    forward's masks; returns the wrapped names."""
+    if recompute == "none":
+        return []
+    return apply_recompute(model, recompute.patterns, preserve_rng_state=True)
+
+
 def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str = "inductor") -> Applied:
     """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
     model.llm.lm_head = options.lm_head
@@ -61,7 +72,8 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     model.set_attention(options.attention)
     fp8 = apply_linear(model, options)
     units = apply_compile(model, options.compile, compile_backend)
-    return Applied(fp8_linears=tuple(fp8), compile_units=tuple(units))
+    recomputed = apply_recompute_option(model, options.recompute)
+    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units))
 
 
 # transformers' Trainer (get_decay_parameter_names): no weight decay for nn.LayerNorm parameters nor for names
@@ -71,7 +83,7 @@ NO_DECAY_PATTERNS = (r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)",
 
 def weight_decay_groups(model: Gr00tModel, weight_decay: float) -> list[dict]:
     """The trainable parameters in two AdamW groups as the reference's Trainer splits them. The per-embodiment
-    biases are named `b` there, so they are decayed like weights."""
+    biases are named `b` there, so they are decayed like weights. Names are read without recompute wrappers."""
     ref = reference_names(model.cfg)
     layer_norms = {
         f"{m}.{p}" if m else p
@@ -83,7 +95,8 @@ def weight_decay_groups(model: Gr00tModel, weight_decay: float) -> list[dict]:
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        ref_name = ref.get(name, name).lower()
+        plain = unwrapped_name(model, name)
+        ref_name = ref.get(plain, plain).lower()
         if name in layer_norms or any(re.search(pattern, ref_name) for pattern in NO_DECAY_PATTERNS):
             no_decay.append(p)
         else:

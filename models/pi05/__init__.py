@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import torch
 
-from ..family import Built, DdpFlags, ModelFamily, Step, standard_step
+from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
 from ..tokenizers import ByteTokenizer, StandInTokenizer, load_sentencepiece
 from ..whole_step_graph import WholeStepGraph
@@ -14,7 +16,7 @@ from .config import FULL, SIZES, SMALL, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
 from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
-from .options import Pi05Options, parse_options
+from .options import Compile, Pi05Options, RecomputePatterns, parse_options
 from .processor import Pi05Processor
 from .techniques import apply_options, count_parameters
 
@@ -86,6 +88,15 @@ class Pi05Family(ModelFamily):
             notes.append(f"eager attention keeps {saved / 2**30:.2f} GiB/layer more for backward (analytic)")
         return notes
 
+    def knobs(self, options: dict) -> Knobs:
+        opts = parse_options(options)
+        return Knobs(
+            compile=opts.compile,
+            recompute_patterns=opts.recompute.patterns if isinstance(opts.recompute, RecomputePatterns) else (),
+            cuda_graphs=opts.cuda_graphs != "none",
+            fp8_linears=opts.linear == "fp8",
+        )
+
     def recompute_groups(self) -> dict[str, tuple[str, ...]]:
         """Module groups for `vlabench recompute-sweep` (LoongForge's cost table: ViT, MLP, attention)."""
         return {
@@ -94,6 +105,15 @@ class Pi05Family(ModelFamily):
             "attention": ("backbone.layers.*.attention",),
             "expert-mlp": ("backbone.layers.*.suffix.mlp",),
         }
+
+    def recompute_options(self, patterns: tuple[str, ...]) -> dict:
+        return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
+
+    def compile_modes(self) -> tuple[str, ...]:
+        return get_args(Compile)
+
+    def compile_options(self, mode: str) -> dict:
+        return {"compile": mode}
 
     def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         with torch.device(device):

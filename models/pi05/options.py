@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
-from ..schema import Bounds, Expect, parse, to_plain
+from ..recompute import RecomputePatterns
+from ..schema import Bounds, parse, to_plain
 from .attention import AttentionKind
 
 Compile = Literal["none", "backbone", "per-layer"]
@@ -20,13 +21,6 @@ RecomputePreset = Literal["none", "nested-full"]
 # openpi: bf16 weights except ~120M kept in fp32 (SigLIP's patch and position embeddings, every RMSNorm with its
 # adaRMS Dense, action in/out and the time MLP), with the streams cast at those boundaries; bf16: every weight
 Precision = Literal["openpi", "bf16"]
-
-
-@dataclass(frozen=True)
-class RecomputePatterns:
-    """Recompute every module whose dotted name matches one of these globs (`*` = one name segment)."""
-
-    patterns: Annotated[tuple[str, ...], Bounds(1), Expect("a non-empty list of module-name glob patterns")]
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ class Pi05Policy(EvalPolicy):
         torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
 
-    def infer(self, observations):
+    def infer(self, observations: list[dict]) -> list[np.ndarray]:
         batch, noise = self.make_batch(observations)
         start = time.perf_counter()
         if self.sampler is not None:

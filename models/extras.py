@@ -1,0 +1,13 @@
+"""The install line of an optional extra of vlabench (sim, fp8, npu, data, dev), for messages that name one.
+
+The line pins the torch already installed: without the pin, pip resolves an extra's dependencies against the
+newest torch (LIBERO's pull in torchvision, which requires it) and replaces a CPU torch by a CUDA build."""
+
+from __future__ import annotations
+
+
+def pip_install(extra: str) -> str:
+    """`pip install torch==<installed> -e '.[<extra>]'`, as the README writes it (run from the repository root)."""
+    import torch
+
+    return f"pip install torch=={torch.__version__.split('+')[0]} -e '.[{extra}]'"
