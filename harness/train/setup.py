@@ -22,6 +22,10 @@ from ..scenario import Scenario
 from .recipe import Ema, Recipe, optimizer_mismatch
 from .sabotage import apply_sabotage
 
+# What `vlabench train` asks of a family beyond the ModelFamily protocol (models/family.py); the Pi0.5 family
+# has them (models/pi05/__init__.py). To be declared in the protocol, with defaults, by its owner.
+TRAINING_METHODS = ("export_weights", "import_weights", "read_weights", "save_policy", "training_tokenizer")
+
 
 @dataclass
 class TrainPlan:
@@ -82,8 +86,11 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
     if reason:
         raise InputError("--rung", None, f"a rung that trains on {target.name}", f"{plan.rung}: {reason}")
     family = get_family(scenario.model)
-    if not hasattr(family, "save_policy"):
-        raise InputError(scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", family.name)
+    missing = [m for m in TRAINING_METHODS if getattr(family, m, None) is None]
+    if missing:
+        raise InputError(
+            scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", f"{family.name}"
+        )
     workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
     for key, value in (("batch_size", plan.batch_size), ("model_size", plan.model_size)):
         if value is not None:
@@ -97,7 +104,8 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
         raise InputError("--model-size", None, "one of " + ", ".join(family.sizes), repr(workload["model_size"]))
     data = workload.get("data") if isinstance(workload.get("data"), dict) else {}
     tokenizer = resolve_tokenizer(plan, family, workload["model_size"])
-    workload["data"] = {**data, "dataset": str(plan.dataset), "tokenizer": tokenizer}
+    # the dataset named on the command line is never made (a mistyped path stays an error)
+    workload["data"] = {**data, "dataset": str(plan.dataset), "tokenizer": tokenizer, "make": None}
     workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
     spec = rung_spec(scenario, target, rung, workload)
     loader = dict(spec["loader"])
@@ -142,9 +150,9 @@ def build_training(spec: dict, recipe: Recipe, start: int, weights: dict | None)
     workload = spec["workload"]
     device = get_device(spec["backend"])
     dtype = TORCH_DTYPES[workload["dtype"]]
-    options = family.parse_options(spec["options"])
-    if getattr(options, "cuda_graphs", "none") != "none":
+    if family.knobs(spec["options"]).cuda_graphs:
         raise InputError("--rung", None, "a rung without CUDA graphs", "a whole-step graph, which bakes in the lr")
+    options = family.parse_options(spec["options"])
     built = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
     if weights is not None:
         built.model.load_state_dict(family.import_weights(built.model, weights), strict=True)
