@@ -63,6 +63,7 @@ class Side:
 @dataclass
 class Config:
     scenario: Path  # absolute
+    name: str  # the scenario's
     target: str
     rungs: list[str]
     pairs: int
@@ -83,6 +84,11 @@ class Run:
     wall_s: float
     result: dict | None  # the result file, None when there is no usable one
     error: str | None = None  # why there is none
+
+    @property
+    def refused(self) -> bool:
+        """The run refused its input (exit 2, no result file): nothing about its speed is known."""
+        return self.result is None and self.returncode == 2
 
     def rung(self, name: str) -> dict:
         if self.result is None:
@@ -260,7 +266,8 @@ def alternate(cfg: Config, sides: list[Side], stream: TextIO, save: Callable[[li
     for i in range(1, cfg.pairs + 1):
         pending = [r for r in cfg.rungs if status_verdict(r, pairs_of(runs)) is None]
         if not pending:
-            print(f"stopped after {i - 1} pairs: every rung is decided by its status alone", file=stream)
+            done = f"{i - 1} pair" + ("s" if i > 2 else "")
+            print(f"stopped after {done}: every rung is decided by its status alone", file=stream)
             break
         for side in sides:
             print(f"[pair {i}/{cfg.pairs}] {side.label}: ", end="", flush=True, file=stream)
@@ -279,16 +286,19 @@ def pairs_of(runs: list[Run]) -> list[tuple[Run, Run]]:
 
 
 def status_verdict(name: str, pairs: list[tuple[Run, Run]]) -> Verdict | None:
-    """FAIL when B failed where A was ok (any pair), NOT_GATED when A failed; None when every pair is ok."""
+    """FAIL when B failed where A was ok (any pair); NOT_GATED when A failed, or B refused its input (exit 2: e.g.
+    the scenario needs what an older B lacks); None when every pair ran the rung."""
     for i, (a, b) in enumerate(pairs, 1):
         ra, rb = a.rung(name), b.rung(name)
-        if ra["status"] == "ok" and rb["status"] != "ok":
+        if ra["status"] == "ok" and rb["status"] != "ok" and not b.refused:
             note = f"B {rb['status']} in pair {i} where A was ok: {rb.get('reason') or '-'}"
             return Verdict(name, FAIL, note, len(pairs))
-    for i, (a, _) in enumerate(pairs, 1):
-        ra = a.rung(name)
-        if ra["status"] != "ok":
-            return Verdict(name, NOT_GATED, f"A {ra['status']} in pair {i}: {ra.get('reason') or '-'}", len(pairs))
+    for i, (a, b) in enumerate(pairs, 1):
+        for run in (a, b):
+            rec = run.rung(name)
+            if rec["status"] != "ok" and (run is a or run.refused):
+                note = f"{run.side} {rec['status']} in pair {i}: {rec.get('reason') or '-'}"
+                return Verdict(name, NOT_GATED, note, len(pairs))
     return None
 
 
@@ -372,7 +382,7 @@ def summary(verdicts: list[Verdict], tolerance: float) -> str:
         (INCONCLUSIVE, "inconclusive (more pairs may decide)"),
         (PASS, f"within the {tolerance * 100:g}% tolerance"),
         (FASTER, "faster in B"),
-        (NOT_GATED, "not gated (A did not run it)"),
+        (NOT_GATED, "not gated"),
     )
     parts = []
     for kind, what in groups:
@@ -452,9 +462,10 @@ def config_from_args(args) -> Config:
     if not 0.5 < confidence < 1:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out) if args.out else Path("runs") / f"ab-{stamp}"
+    out = (Path(args.out) if args.out else Path("runs") / f"ab-{stamp}").resolve()  # the runs' cwd is their tree
     timeout = args.rung_timeout
-    return Config(Path(args.scenario).resolve(), target.name, rungs, args.pairs, tolerance, confidence, out, timeout)
+    path = Path(args.scenario).resolve()
+    return Config(path, scenario.name, target.name, rungs, args.pairs, tolerance, confidence, out, timeout)
 
 
 def run_ab(args) -> int:
@@ -475,7 +486,7 @@ def run_ab(args) -> int:
         for side in sides:
             extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
             print(f"{side.label}: {side.describe()}{extra}", file=stream)
-        print(f"{cfg.scenario.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
+        print(f"{cfg.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
         runs = alternate(cfg, sides, stream, save)
     doc = save(runs)
     verdicts = [decide(r, pairs_of(runs), cfg.tolerance, cfg.confidence) for r in cfg.rungs]
@@ -524,4 +535,7 @@ def cmd_ab(args) -> int:
             raise
         print(f"vlabench: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         code = EXIT_UNUSABLE
+    except KeyboardInterrupt:  # 130 also ends a `git bisect run`
+        print("\ninterrupted: the worktrees are removed; ab.json keeps the runs that finished", file=sys.stderr)
+        return 130
     return bisect_exit(code) if args.bisect else code

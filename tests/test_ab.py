@@ -111,6 +111,10 @@ def test_a_b_rung_that_errors_fails():
     runs[1].error = "the run exited 1 without a result file: ImportError: boom"
     v = decide("r", ab.pairs_of(runs), 0.05, 0.95)
     assert v.verdict == FAIL and "ImportError: boom" in v.note
+    # but a B that refused its input (exit 2: an older B that lacks what the scenario needs) says nothing on speed
+    runs[1].returncode, runs[1].error = 2, "the run exited 2 without a result file: vlabench: error: s.yaml: ..."
+    v = decide("r", ab.pairs_of(runs), 0.05, 0.95)
+    assert v.verdict == NOT_GATED and v.note.startswith("B error in pair 1: the run exited 2")
     # a rung missing from B's file fails too
     v = decide("r", pairs(lambda i: {"r": STEPS}, lambda i: {"s": STEPS}), 0.05, 0.95)
     assert v.verdict == FAIL and "missing" in v.note
@@ -122,7 +126,7 @@ def test_a_rung_that_fails_in_a_is_not_gated():
     assert r.verdict == NOT_GATED and r.note == "A oom in pair 2: r oom"
     assert exit_code([r, s]) == 0  # something was gated
     assert exit_code([r]) == 2  # nothing could be gated
-    assert ab.summary([r, s], 0.05) == "PASS: 1 within the 5% tolerance: s; 1 not gated (A did not run it): r"
+    assert ab.summary([r, s], 0.05) == "PASS: 1 within the 5% tolerance: s; 1 not gated: r"
 
 
 def test_samples_per_step_counts_every_process():
@@ -257,6 +261,62 @@ def test_a_commit_without_a_tree_is_refused_and_cleaned_up(stub_repo, scenario, 
     assert main(["ab", "HEAD~1", "HEAD", scenario, "--repo", str(repo), "--target", "cpu"]) == 2
     assert "HEAD: expected a commit holding a vlabench tree (harness/ and models/)" in one_line_error(capsys)
     assert len(git(repo, "worktree", "list").splitlines()) == 1
+
+
+# A stub tree whose `harness.cli run` writes a result at once: every rung's 4 steps take STEP_S seconds (the
+# environment's FAKE_STEP_S wins), and each run appends which tree ran it to FAKE_LOG.
+FAKE_CLI = """
+import json, os, sys
+args = sys.argv[1:]
+out, rungs = args[args.index("--out") + 1], args[args.index("--rungs") + 1].split(",")
+STEP_S = 0.1
+step = float(os.environ.get("FAKE_STEP_S") or STEP_S)
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(os.path.basename(os.getcwd()) + "\\n")
+if step < 0:
+    sys.exit("vlabench: error: s.yaml: expected something this version lacks")  # exit 1 with a message
+def rung(name):
+    return {"name": name, "status": "ok", "reason": None, "samples_per_s": 2 / step, "step_times_s": [step] * 4,
+            "losses": [1.0] * 4}
+result = {"schema": "vlabench.result/1", "scenario": {"name": "ab-test"}, "target": {"name": "cpu"},
+          "provenance": {}, "workload": {"batch_size": 2}, "rungs": [rung(r) for r in rungs]}
+with open(out, "w") as f:
+    json.dump(result, f)
+"""
+
+
+def test_each_side_runs_its_own_commit_in_turn(stub_repo, scenario, tmp_path, capsys, monkeypatch):
+    repo, _ = stub_repo
+    (repo / "harness" / "cli.py").write_text(FAKE_CLI)
+    good = commit_all(repo, "fake runs")
+    (repo / "harness" / "cli.py").write_text(FAKE_CLI.replace("STEP_S = 0.1", "STEP_S = 0.125"))
+    slower = commit_all(repo, "20% slower")
+    log = tmp_path / "log.txt"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.chdir(repo)  # the default repository: the one holding the current directory
+    argv = ["ab", good, "HEAD", scenario, "--target", "cpu", "--pairs", "3", "--out", "../out"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert log.read_text().split() == ["a", "b"] * 3  # A B A B A B, each from its own worktree
+    assert "[pair 3/3] B: community 16.00 samples/s" in out and "[pair 1/3] A: community 20.00 samples/s" in out
+    assert re.search(r"community +3 +20\.00 +16\.00 +0\.800 \(0\.800-0\.800\) +FAIL +20\.0% slower", out), out
+    assert "FAIL: 1 regressed in B: community" in out
+    doc = json.loads((tmp_path / "out" / "ab.json").read_text())  # --out relative to the current directory
+    assert (doc["a"]["commit"], doc["b"]["commit"], doc["b"]["spec"]) == (good, slower, "HEAD")
+    assert [(r["pair"], r["side"], r["file"]) for r in doc["runs"][:2]] == [(1, "A", "a-1.json"), (1, "B", "b-1.json")]
+    assert doc["exit_code"] == 1 and doc["verdicts"][0]["ratios"] == pytest.approx([0.8] * 3)
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
+    # the environment of one side; --json; --bisect
+    aa = ["ab", good, good, *argv[3:]]
+    assert main([*aa, "--env-a", "FAKE_STEP_S=0.125", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdicts"][0]["verdict"] == FASTER and doc["a"]["env"] == {"FAKE_STEP_S": "0.125"}
+    assert main([*argv, "--bisect"]) == 1 and main([*aa, "--bisect"]) == 0
+    # a B that crashes fails every rung, after one pair
+    assert main([*aa, "--env-b", "FAKE_STEP_S=-1"]) == 1
+    out = capsys.readouterr().out
+    assert "B error in pair 1 where A was ok: the run exited 1 without a result file" in out
+    assert "stopped after 1 pair: every rung is decided by its status alone" in out
 
 
 # ---- real CPU runs ---------------------------------------------------------------------------------------------
