@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .ab import add_ab_arguments, cmd_ab
 
-    ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0 pass, 1 regression, ...)")
+    ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)")
     add_ab_arguments(ab)
     ab.set_defaults(func=cmd_ab)
 
