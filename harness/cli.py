@@ -641,6 +641,12 @@ def _add_module_commands(sub) -> None:
     add_eval_arguments(ev)
     ev.set_defaults(func=cmd_eval)
 
+    from .ab import add_ab_arguments, cmd_ab
+
+    ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)")
+    add_ab_arguments(ab)
+    ab.set_defaults(func=cmd_ab)
+
     from .data.cli import add_make_dataset_arguments, cmd_make_dataset
 
     mk = sub.add_parser("make-dataset", help="write a LeRobotDataset v3.0 folder (synthetic episodes)")
