@@ -441,7 +441,8 @@ def _env(option: str, items: list[str] | None) -> dict[str, str]:
 
 
 def config_from_args(args) -> Config:
-    from .cli import _fraction, _resolve_target
+    from .arguments import fraction as _fraction
+    from .arguments import resolve_target as _resolve_target
     from .scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
