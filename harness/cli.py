@@ -11,8 +11,9 @@ from pathlib import Path
 
 from models import UnknownFamilyError
 
+from .arguments import fraction, resolve_target
 from .errors import InputError
-from .hardware import TARGETS, detect_target, get_target
+from .hardware import TARGETS
 from .outputs import at_least, check_out_dir, check_out_file, positive_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -37,7 +38,7 @@ def cmd_run(args) -> int:
             "a training scenario for `vlabench run`",
             f"an evaluation scenario (run it with: vlabench eval --scenario {scenario.path})",
         )
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
         return _fail(error)
     rungs = None
@@ -102,23 +103,6 @@ def with_dataset(scenario, path: str):
     return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)
 
 
-def _resolve_target(scenario, name: str | None):
-    """The asked-for or detected target, checked against the scenario; returns (target, error)."""
-    if name:
-        if name not in TARGETS:
-            return None, f"--target: expected one of {', '.join(TARGETS)}, got {name!r}"
-        target = get_target(name)
-    else:
-        target = detect_target()
-        print(f"target: {target.name} (auto-detected; --target to choose)")
-    if target.name not in scenario.targets:
-        return None, (
-            f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
-            f"got only {', '.join(scenario.targets)}"
-        )
-    return target, None
-
-
 def cmd_recompute_sweep(args) -> int:
     from models import get_family
 
@@ -136,7 +120,7 @@ def cmd_recompute_sweep(args) -> int:
     error = _sweep_knobs_error(get_family(scenario.model), scenario, args.compile)
     if error:
         return _fail(error)
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
         return _fail(error)
     rung = args.rung or default_rung(scenario, _trainable_on(scenario, target))
@@ -236,7 +220,7 @@ def cmd_floor(args) -> int:
     )
     positive_seconds(timeout_flag, timeout)
     scenario = load_scenario(args.scenario)
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
         return _fail(error)
     out = args.out or _default_out(f"{scenario.name}-floor", target.name)
@@ -286,7 +270,7 @@ def cmd_profile(args) -> int:
     scenario = load_scenario(args.scenario)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
         return _fail(error)
     rungs = {r.name: r for r in scenario.ladder}
@@ -351,24 +335,15 @@ def cmd_readme(args) -> int:
     return EXIT_OK
 
 
-def _fraction(name: str, text: str) -> float:
-    from .published import parse_percent
-
-    value = parse_percent(text)
-    if value is None:
-        raise InputError(name, None, "a percentage like 5% or a fraction like 0.05", repr(text))
-    return value
-
-
 def cmd_gate(args) -> int:
     from .gates import Limits, gate_files, recorded_baseline_path
     from .results import load_result
 
     limits = Limits(
-        tolerance=_fraction("--tolerance", args.tolerance),
-        memory_tolerance=_fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
-        success_tolerance=_fraction("--success-tolerance", args.success_tolerance),
-        confidence=_fraction("--confidence", args.confidence),
+        tolerance=fraction("--tolerance", args.tolerance),
+        memory_tolerance=fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
+        success_tolerance=fraction("--success-tolerance", args.success_tolerance),
+        confidence=fraction("--confidence", args.confidence),
     )
     if not 0.5 < limits.confidence < 1:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
@@ -649,6 +624,12 @@ def _add_module_commands(sub) -> None:
     tc = sub.add_parser("train-check", help="convergence: each run's smoothed final loss against a reference run's")
     add_train_check_arguments(tc)
     tc.set_defaults(func=cmd_train_check)
+
+    from .ab import add_ab_arguments, cmd_ab
+
+    ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)")
+    add_ab_arguments(ab)
+    ab.set_defaults(func=cmd_ab)
 
     from .data.cli import add_make_dataset_arguments, cmd_make_dataset
 

@@ -66,11 +66,12 @@ def run_group(
     timeout_s: float | None,
     tail_lines: int = 40,
     grace_s: float = GRACE_S,
+    cwd: str | os.PathLike | None = None,
 ) -> Finished:
-    """Run `cmd` in its own session, streaming each output line to `progress`; at `timeout_s` (wall clock,
-    output or not) the whole group is ended. Ctrl-C (KeyboardInterrupt) ends the group too, then propagates."""
+    """Run `cmd` (in `cwd`) in its own session, streaming each output line to `progress`; at `timeout_s` (wall
+    clock, output or not) the whole group is ended. Ctrl-C (KeyboardInterrupt) ends the group too, then propagates."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, cwd=cwd
     )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()

@@ -1,0 +1,542 @@
+"""`vlabench ab BASE HEAD SCENARIO`: an A/B of two versions of the code on one machine (docs/ab.md).
+
+Each side is a git ref (checked out with `git worktree add --detach` into a temporary directory, removed
+afterwards) or a directory holding a vlabench tree. Each side runs `python -m harness.cli run` from its own
+tree, one process at a time, alternating A B A B for N pairs, so both sides share every minute of the machine.
+Each rung is decided from the paired throughput ratios B/A with harness/spread.py's one slowdown rule.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from tabulate import tabulate
+
+from .errors import InputError
+from .processes import run_group
+from .results import ResultError, _write_atomic, load_result
+from .spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
+
+SCHEMA = "vlabench.ab/1"
+FAIL, PASS, FASTER, INCONCLUSIVE, NOT_GATED = "FAIL", "pass", "pass (faster)", "inconclusive", "not gated"
+EXIT_PASS, EXIT_FAIL, EXIT_UNUSABLE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+BISECT_SKIP = 125  # `git bisect run`: skip this commit (1-124 would mark it bad)
+MAX_PAIRS = 1000  # beyond this, "more pairs are unlikely to decide"
+
+
+@dataclass
+class Side:
+    """One version of the code: a git ref of `repo` (resolved to `commit`) or a directory (`tree`)."""
+
+    label: str  # "A" (the base) or "B" (the head)
+    spec: str  # as given on the command line
+    env: dict[str, str]
+    repo: Path | None = None
+    commit: str | None = None
+    tree: Path | None = None  # where its code runs from: the directory given, or the ref's worktree
+
+    def describe(self) -> str:
+        if self.commit:
+            return f"{self.spec} at {self.commit[:12]} of {self.repo}"
+        return f"the tree at {self.tree}"
+
+    def as_dict(self) -> dict:
+        where = {"commit": self.commit, "repo": str(self.repo)} if self.commit else {"path": str(self.tree)}
+        return {"spec": self.spec, **where, "env": self.env}
+
+
+@dataclass
+class Config:
+    scenario: Path  # absolute
+    name: str  # the scenario's
+    target: str
+    rungs: list[str]
+    pairs: int
+    tolerance: float
+    confidence: float
+    out: Path
+    rung_timeout_s: float | None
+
+
+@dataclass
+class Run:
+    """One `vlabench run` process of one side."""
+
+    pair: int
+    side: str
+    file: Path
+    returncode: int | None
+    wall_s: float
+    result: dict | None  # the result file, None when there is no usable one
+    error: str | None = None  # why there is none
+
+    @property
+    def refused(self) -> bool:
+        """The run refused its input (exit 2, no result file): nothing about its speed is known."""
+        return self.result is None and self.returncode == 2
+
+    def rung(self, name: str) -> dict:
+        if self.result is None:
+            return {"status": "error", "reason": self.error}
+        found = next((r for r in self.result["rungs"] if r["name"] == name), None)
+        return found or {"status": "missing", "reason": "not in the result file"}
+
+    def rate(self, name: str) -> float:
+        """Samples/s over the whole run: samples per step (batch per process x processes) over all step times."""
+        samples = self.result["workload"]["batch_size"] * self.result.get("nproc", 1)
+        return whole_rate(self.rung(name)["step_times_s"], samples)
+
+    def as_dict(self) -> dict:
+        return {
+            "pair": self.pair,
+            "side": self.side,
+            "file": self.file.name,
+            "returncode": self.returncode,
+            "wall_s": round(self.wall_s, 3),
+            "error": self.error,
+        }
+
+
+@dataclass
+class Verdict:
+    rung: str
+    verdict: str  # FAIL, PASS, FASTER, INCONCLUSIVE or NOT_GATED
+    note: str
+    pairs: int = 0
+    a_rates: list[float] = field(default_factory=list)
+    b_rates: list[float] = field(default_factory=list)
+    ratio: Ratio | None = None
+    more_pairs: int | None = None  # inconclusive: about how many more pairs might decide
+
+    def as_dict(self) -> dict:
+        r = self.ratio
+        return {
+            "rung": self.rung,
+            "verdict": self.verdict,
+            "note": self.note,
+            "pairs": self.pairs,
+            "a_samples_per_s": self.a_rates,
+            "b_samples_per_s": self.b_rates,
+            "ratios": [b / a for a, b in zip(self.a_rates, self.b_rates)],
+            "ratio": None if r is None else {"value": r.value, "low": r.low, "high": r.high, "df": r.df},
+            "more_pairs": self.more_pairs,
+        }
+
+
+# ---- the two sides -------------------------------------------------------------------------------------------
+
+
+def _git(where: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"git {args[0]}: {exc}") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def is_tree(path: Path) -> bool:
+    return (path / "harness").is_dir() and (path / "models").is_dir()
+
+
+def find_repo(repo: str | None) -> Path:
+    where = Path(repo or ".")
+    done = _git(where, "rev-parse", "--show-toplevel")
+    if done.returncode != 0:
+        got = f"{where.resolve()} ({_last_line(done.stderr)})"
+        raise InputError("--repo", None, "a git repository to take BASE and HEAD refs from", got)
+    return Path(done.stdout.strip())
+
+
+def resolve_side(label: str, spec: str, repo: str | None, env: dict[str, str]) -> Side:
+    """A directory holding a vlabench tree, else a git ref of the repository, resolved to its commit."""
+    name = {"A": "BASE", "B": "HEAD"}[label]
+    if is_tree(Path(spec)):
+        return Side(label, spec, env, tree=Path(spec).resolve())
+    if Path(spec).is_dir():
+        raise InputError(name, None, "a git ref or a directory holding a vlabench tree (harness/ and models/)", spec)
+    root = find_repo(repo)
+    done = _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
+    if done.returncode != 0:
+        raise InputError(name, None, f"a git ref of {root} or a directory holding a vlabench tree", repr(spec))
+    return Side(label, spec, env, repo=root, commit=done.stdout.strip())
+
+
+@contextmanager
+def checked_out(sides: list[Side]) -> Iterator[None]:
+    """Each ref side checked out (`git worktree add --detach`) in a temporary directory, removed afterwards,
+    also on errors and Ctrl-C."""
+    tmp = Path(tempfile.mkdtemp(prefix="vlabench-ab-"))
+    added: list[tuple[Path, Path]] = []
+    try:
+        for side in (s for s in sides if s.commit):
+            where = tmp / side.label.lower()
+            done = _git(side.repo, "worktree", "add", "--detach", str(where), side.commit)
+            if done.returncode != 0:
+                raise RuntimeError(f"git worktree add {side.commit[:12]}: {_last_line(done.stderr)}")
+            added.append((side.repo, where))
+            if not is_tree(where):
+                expected = "a commit holding a vlabench tree (harness/ and models/)"
+                raise InputError({"A": "BASE", "B": "HEAD"}[side.label], None, expected, side.commit[:12])
+            side.tree = where
+        yield
+    finally:
+        for repo, where in added:
+            _git(repo, "worktree", "remove", "--force", str(where))
+        shutil.rmtree(tmp, ignore_errors=True)
+        for repo in {repo for repo, _ in added}:
+            _git(repo, "worktree", "prune")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """A CI job cancelled with SIGTERM cleans up as Ctrl-C does: the running process group and the worktrees."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# ---- running ---------------------------------------------------------------------------------------------------
+
+
+def run_command(cfg: Config, rungs: list[str], out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(cfg.scenario), "--target", cfg.target]
+    cmd += ["--rungs", ",".join(rungs), "--out", str(out)]
+    return cmd + (["--rung-timeout", f"{cfg.rung_timeout_s:g}"] if cfg.rung_timeout_s else [])
+
+
+def run_side(cfg: Config, side: Side, pair: int, rungs: list[str]) -> Run:
+    """One `vlabench run` of `side`'s code (cwd and PYTHONPATH its tree), writing DIR/<a|b>-<pair>.json."""
+    out = cfg.out / f"{side.label.lower()}-{pair}.json"
+    out.unlink(missing_ok=True)  # a file from an earlier A/B into the same DIR is not this run's
+    env = {**os.environ, **side.env, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(side.tree), env.get("PYTHONPATH")) if p)
+    started = time.perf_counter()
+    done = run_group(run_command(cfg, rungs, out), env, lambda _: None, None, cwd=side.tree)
+    wall = time.perf_counter() - started
+    if not out.exists():
+        why = f"the run exited {done.returncode} without a result file: {' | '.join(done.tail[-2:]) or 'no output'}"
+        return Run(pair, side.label, out, done.returncode, wall, None, why)
+    try:
+        return Run(pair, side.label, out, done.returncode, wall, load_result(out))
+    except ResultError as exc:
+        return Run(pair, side.label, out, done.returncode, wall, None, str(exc))
+
+
+def run_line(run: Run, rungs: list[str]) -> str:
+    """What one process measured: each rung's whole-run samples/s, or its status."""
+
+    def one(name: str) -> str:
+        rec = run.rung(name)
+        if rec["status"] == "ok":
+            return f"{name} {run.rate(name):.2f} samples/s"
+        return f"{name} {rec['status']}" + (f" ({rec['reason']})" if rec.get("reason") else "")
+
+    return ", ".join(one(n) for n in rungs) + f" ({run.wall_s:.0f}s)"
+
+
+def alternate(cfg: Config, sides: list[Side], stream: TextIO, save: Callable[[list[Run]], object]) -> list[Run]:
+    """A B A B ... for `cfg.pairs` pairs; returns the runs in that order. A rung whose status alone decides it
+    (failed in A, or in B where A was ok) is left out of later pairs; with none left, it stops early."""
+    runs: list[Run] = []
+    for i in range(1, cfg.pairs + 1):
+        pending = [r for r in cfg.rungs if status_verdict(r, pairs_of(runs)) is None]
+        if not pending:
+            done = f"{i - 1} pair" + ("s" if i > 2 else "")
+            print(f"stopped after {done}: every rung is decided by its status alone", file=stream)
+            break
+        for side in sides:
+            print(f"[pair {i}/{cfg.pairs}] {side.label}: ", end="", flush=True, file=stream)
+            runs.append(run_side(cfg, side, i, pending))
+            print(run_line(runs[-1], pending) if runs[-1].result else runs[-1].error, file=stream, flush=True)
+            save(runs)
+    return runs
+
+
+def pairs_of(runs: list[Run]) -> list[tuple[Run, Run]]:
+    """The complete pairs of runs made in the order A B A B ..."""
+    return list(zip(runs[::2], runs[1::2]))
+
+
+# ---- the decision ----------------------------------------------------------------------------------------------
+
+
+def status_verdict(name: str, pairs: list[tuple[Run, Run]]) -> Verdict | None:
+    """FAIL when B failed where A was ok (any pair); NOT_GATED when A failed, or B refused its input (exit 2: e.g.
+    the scenario needs what an older B lacks); None when every pair ran the rung."""
+    for i, (a, b) in enumerate(pairs, 1):
+        ra, rb = a.rung(name), b.rung(name)
+        if ra["status"] == "ok" and rb["status"] != "ok" and not b.refused:
+            note = f"B {rb['status']} in pair {i} where A was ok: {rb.get('reason') or '-'}"
+            return Verdict(name, FAIL, note, len(pairs))
+    for i, (a, b) in enumerate(pairs, 1):
+        for run in (a, b):
+            rec = run.rung(name)
+            if rec["status"] != "ok" and (run is a or run.refused):
+                note = f"{run.side} {rec['status']} in pair {i}: {rec.get('reason') or '-'}"
+                return Verdict(name, NOT_GATED, note, len(pairs))
+    return None
+
+
+def pairs_to_decide(ratios: list[float], confidence: float) -> int | None:
+    """About how many more pairs would bring the interval's upper end below 1 if the mean and spread of the log
+    ratios stayed as they are; None when even MAX_PAIRS would not."""
+    logs = [math.log(r) for r in ratios]
+    m, s = statistics.mean(logs), statistics.stdev(logs)
+    if m >= 0 or s == 0:
+        return None
+
+    def decides(n: int) -> bool:
+        return t_quantile(0.5 + confidence / 2, n - 1) * s / math.sqrt(n) < -m
+
+    lo, hi = len(ratios), MAX_PAIRS  # decides(hi) must hold for the search below
+    if not decides(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
+    return hi - len(ratios)
+
+
+def rate_verdict(v: Verdict, ratios: list[float], tolerance: float, confidence: float) -> Verdict:
+    tol, r = f"{tolerance * 100:g}%", v.ratio
+    if r is None:
+        v.verdict, v.note = INCONCLUSIVE, "one pair gives no interval: run 2 or more"
+        return v
+    rule = slowdown(r, tolerance)
+    if rule == SLOWER:
+        v.verdict, v.note = FAIL, f"{1 - r.value:.1%} slower: beyond the {tol} tolerance and outside the noise"
+    elif rule == WITHIN_NOISE:
+        v.verdict, v.more_pairs = INCONCLUSIVE, pairs_to_decide(ratios, confidence)
+        more = "more pairs are unlikely to decide"
+        if v.more_pairs:
+            more = f"about {v.more_pairs} more pair{'s' if v.more_pairs > 1 else ''} might decide"
+        v.note = f"{1 - r.value:.1%} slower, beyond the {tol} tolerance, but the interval reaches {r.high:.3f}: {more}"
+    elif r.low > 1:
+        v.verdict, v.note = FASTER, f"{r.value - 1:.1%} faster: the whole interval is above 1"
+    else:
+        v.verdict, v.note = PASS, f"{r.value - 1:+.1%}: within the {tol} tolerance"
+        if r.low < 1 - tolerance:  # the rule passes on the point estimate; say what the noise leaves open
+            v.note += f" (the interval cannot rule out {1 - r.low:.0%} slower: more pairs would narrow it)"
+    return v
+
+
+def decide(name: str, pairs: list[tuple[Run, Run]], tolerance: float, confidence: float) -> Verdict:
+    """One rung's verdict from the complete pairs: status first, then the paired ratios B/A of whole-run rates."""
+    found = status_verdict(name, pairs)
+    if found is not None:
+        return found
+    if not pairs:
+        return Verdict(name, NOT_GATED, "no complete pair")
+    a_rates, b_rates = [a.rate(name) for a, _ in pairs], [b.rate(name) for _, b in pairs]
+    ratios = [b / a for a, b in zip(a_rates, b_rates)]
+    v = Verdict(name, "", "", len(pairs), a_rates, b_rates, paired_ratio(ratios, confidence))
+    return rate_verdict(v, ratios, tolerance, confidence)
+
+
+def exit_code(verdicts: list[Verdict]) -> int:
+    kinds = {v.verdict for v in verdicts}
+    if FAIL in kinds:
+        return EXIT_FAIL
+    if INCONCLUSIVE in kinds:
+        return EXIT_INCONCLUSIVE
+    return EXIT_UNUSABLE if kinds <= {NOT_GATED} else EXIT_PASS
+
+
+def bisect_exit(code: int) -> int:
+    """For `git bisect run`: pass 0 (good), regression 1 (bad), inconclusive or unusable 125 (skip)."""
+    return code if code in (EXIT_PASS, EXIT_FAIL) else BISECT_SKIP
+
+
+# ---- output ----------------------------------------------------------------------------------------------------
+
+
+def summary(verdicts: list[Verdict], tolerance: float) -> str:
+    word = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_UNUSABLE: "UNUSABLE", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
+    groups = (
+        (FAIL, "regressed in B"),
+        (INCONCLUSIVE, "inconclusive (more pairs may decide)"),
+        (PASS, f"within the {tolerance * 100:g}% tolerance"),
+        (FASTER, "faster in B"),
+        (NOT_GATED, "not gated"),
+    )
+    parts = []
+    for kind, what in groups:
+        names = [v.rung for v in verdicts if v.verdict == kind]
+        if names:
+            parts.append(f"{len(names)} {what}: {', '.join(names)}")
+    return f"{word[exit_code(verdicts)]}: " + "; ".join(parts)
+
+
+def table(verdicts: list[Verdict], confidence: float) -> str:
+    def median(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f}" if xs else "-"
+
+    def ratio(r: Ratio | None) -> str:
+        return "-" if r is None else f"{r.value:.3f} ({r.low:.3f}-{r.high:.3f})"
+
+    rows = [
+        [v.rung, v.pairs, median(v.a_rates), median(v.b_rates), ratio(v.ratio), v.verdict, v.note] for v in verdicts
+    ]
+    headers = ["rung", "pairs", "A samples/s", "B samples/s", f"B/A ({confidence:.0%} interval)", "verdict", "note"]
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def document(cfg: Config, sides: list[Side], runs: list[Run], verdicts: list[Verdict], argv: list[str]) -> dict:
+    code = exit_code(verdicts)
+    return {
+        "schema": SCHEMA,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": ["vlabench", *argv],
+        "scenario": str(cfg.scenario),
+        "target": cfg.target,
+        "rungs": cfg.rungs,
+        "pairs_requested": cfg.pairs,
+        "tolerance": cfg.tolerance,
+        "confidence": cfg.confidence,
+        "a": sides[0].as_dict(),
+        "b": sides[1].as_dict(),
+        "runs": [r.as_dict() for r in runs],
+        "verdicts": [v.as_dict() for v in verdicts],
+        "exit_code": code,
+        "summary": summary(verdicts, cfg.tolerance),
+    }
+
+
+# ---- the command -----------------------------------------------------------------------------------------------
+
+
+def _env(option: str, items: list[str] | None) -> dict[str, str]:
+    env = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(option, None, "KEY=VALUE", repr(item))
+        env[key] = value
+    return env
+
+
+def config_from_args(args) -> Config:
+    from .arguments import fraction as _fraction
+    from .arguments import resolve_target as _resolve_target
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    target, error = _resolve_target(scenario, args.target)
+    if error:
+        raise RuntimeError(error)
+    names = scenario.rung_names()
+    rungs = [r.strip() for r in args.rungs.split(",") if r.strip()] if args.rungs else names
+    unknown = [r for r in rungs if r not in names]
+    if unknown or not rungs:
+        got = ", ".join(unknown) or "none"
+        raise InputError("--rungs", None, f"rung names of {scenario.name} ({', '.join(names)})", got)
+    if args.pairs < 2:
+        raise InputError("--pairs", None, "at least 2 pairs (one pair gives no interval)", str(args.pairs))
+    tolerance, confidence = _fraction("--tolerance", args.tolerance), _fraction("--confidence", args.confidence)
+    if not 0 <= tolerance < 1:
+        raise InputError("--tolerance", None, "a tolerance from 0% to below 100%", args.tolerance)
+    if not 0.5 < confidence < 1:
+        raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (Path(args.out) if args.out else Path("runs") / f"ab-{stamp}").resolve()  # the runs' cwd is their tree
+    timeout = args.rung_timeout
+    path = Path(args.scenario).resolve()
+    return Config(path, scenario.name, target.name, rungs, args.pairs, tolerance, confidence, out, timeout)
+
+
+def run_ab(args) -> int:
+    cfg = config_from_args(args)
+    env_a, env_b = _env("--env-a", args.env_a), _env("--env-b", args.env_b)
+    sides = [resolve_side("A", args.base, args.repo, env_a), resolve_side("B", args.head, args.repo, env_b)]
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    stream = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
+    argv = getattr(args, "argv", sys.argv[1:])
+
+    def save(runs: list[Run]) -> dict:
+        verdicts = [decide(r, pairs_of(runs), cfg.tolerance, cfg.confidence) for r in cfg.rungs]
+        doc = document(cfg, sides, runs, verdicts, argv)
+        _write_atomic(cfg.out / "ab.json", doc)  # after every run: an interrupted A/B keeps what it measured
+        return doc
+
+    with sigterm_as_interrupt(), checked_out(sides):
+        for side in sides:
+            extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
+            print(f"{side.label}: {side.describe()}{extra}", file=stream)
+        print(f"{cfg.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
+        runs = alternate(cfg, sides, stream, save)
+    doc = save(runs)
+    verdicts = [decide(r, pairs_of(runs), cfg.tolerance, cfg.confidence) for r in cfg.rungs]
+    return report(doc, verdicts, cfg, args.json)
+
+
+def report(doc: dict, verdicts: list[Verdict], cfg: Config, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print()
+        print(table(verdicts, cfg.confidence))
+        print(f"\n{doc['summary']}")
+        print(f"results: {cfg.out}/ (ab.json and each run's result file)")
+    return doc["exit_code"]
+
+
+def add_ab_arguments(p) -> None:
+    p.add_argument("base", metavar="BASE", help="side A: a git ref of --repo, or a directory holding a vlabench tree")
+    p.add_argument("head", metavar="HEAD", help="side B: a git ref of --repo, or a directory holding a vlabench tree")
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file (both sides run this file)")
+    p.add_argument("--repo", help="the git repository of the refs (default: the one holding the current directory)")
+    p.add_argument("--rungs", help="comma-separated rung names (default: every rung of the scenario)")
+    p.add_argument("--pairs", type=int, default=5, metavar="N", help="A B pairs of processes (default 5)")
+    p.add_argument("--target", help="target name; default: auto-detect")
+    p.add_argument("--tolerance", default="5%", help="how much slower B may be and pass (default 5%%)")
+    p.add_argument("--confidence", default="95%", help="of the interval over the pairs (default 95%%)")
+    p.add_argument("--out", help="directory for every run's result file and ab.json (default runs/ab-<time>/)")
+    p.add_argument("--env-a", action="append", metavar="KEY=VALUE", help="extra environment for side A (repeatable)")
+    p.add_argument("--env-b", action="append", metavar="KEY=VALUE", help="extra environment for side B (repeatable)")
+    p.add_argument("--rung-timeout", type=float, metavar="S", help="record a rung as error after S seconds")
+    p.add_argument("--json", action="store_true", help="print ab.json's content instead of the table")
+    p.add_argument(
+        "--bisect",
+        action="store_true",
+        help="exit codes for `git bisect run`: pass 0, regression 1, inconclusive or unusable 125 (skip)",
+    )
+
+
+def cmd_ab(args) -> int:
+    """Exit 0 pass, 1 regression, 2 unusable, 3 inconclusive; with --bisect, 0, 1 or 125."""
+    try:
+        code = run_ab(args)
+    except (InputError, RuntimeError) as exc:
+        if not args.bisect:
+            raise
+        print(f"vlabench: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        code = EXIT_UNUSABLE
+    except KeyboardInterrupt:  # 130 also ends a `git bisect run`
+        print("\ninterrupted: the worktrees are removed; ab.json keeps the runs that finished", file=sys.stderr)
+        return 130
+    return bisect_exit(code) if args.bisect else code

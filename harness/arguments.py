@@ -1,0 +1,33 @@
+"""Command-line values that several commands read the same way: a fraction (`5%`), the target to run on."""
+
+from __future__ import annotations
+
+from .errors import InputError
+from .hardware import TARGETS, detect_target, get_target
+
+
+def fraction(name: str, text: str) -> float:
+    """`5%` or `0.05` -> 0.05; anything else is one line naming the flag."""
+    from .published import parse_percent
+
+    value = parse_percent(text)
+    if value is None:
+        raise InputError(name, None, "a percentage like 5% or a fraction like 0.05", repr(text))
+    return value
+
+
+def resolve_target(scenario, name: str | None):
+    """The asked-for or detected target, checked against the scenario; returns (target, error)."""
+    if name:
+        if name not in TARGETS:
+            return None, f"--target: expected one of {', '.join(TARGETS)}, got {name!r}"
+        target = get_target(name)
+    else:
+        target = detect_target()
+        print(f"target: {target.name} (auto-detected; --target to choose)")
+    if target.name not in scenario.targets:
+        return None, (
+            f"{scenario.path}: targets: expected an entry for target {target.name!r}, "
+            f"got only {', '.join(scenario.targets)}"
+        )
+    return target, None
