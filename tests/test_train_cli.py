@@ -44,6 +44,7 @@ def base(dataset: str, out: Path, *extra: str) -> list[str]:
         (["--init", "/no/such/checkpoint"], "--init: expected random or an existing checkpoint"),
         (["--tokenizer", "/no/such/tokenizer.model"], "--tokenizer: expected a SentencePiece model file or 'bytes'"),
         (["--steps", "0"], "--steps: expected a positive number of steps"),
+        (["--target", "tpu"], "--target: expected one of"),
         (["--resume"], "--resume: expected a folder holding a training run to continue"),
     ],
 )

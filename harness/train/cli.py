@@ -76,7 +76,7 @@ def _check_dataset(path: str) -> None:
 
 
 def plan_from_args(args):
-    from ..cli import _resolve_target
+    from ..arguments import resolve_target
     from ..scenario import load_scenario
     from .setup import TrainPlan
 
@@ -89,9 +89,9 @@ def plan_from_args(args):
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
     recipe = _recipe(args)
     scenario = load_scenario(args.scenario)
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
-        raise InputError("--target", None, "a target of the scenario", error)
+        raise RuntimeError(error)  # already one line naming the flag or the file; printed as the others
     _check_dataset(args.dataset)
     if args.init != "random" and not Path(args.init).exists():
         raise InputError("--init", None, "random or an existing checkpoint folder or .safetensors file", args.init)
