@@ -244,6 +244,11 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
     for label, result in (("baseline", baseline), ("current result", current)):
         if result["provenance"].get("dirty"):
             warnings.append(f"the {label} was measured with uncommitted changes")
+        sabotaged = [r["name"] for r in result["rungs"] if r.get("test_train_sabotage")]
+        if sabotaged:
+            warnings.append(
+                f"the {label} was measured with the test-only VLABENCH_TEST_TRAIN_SABOTAGE ({', '.join(sabotaged)})"
+            )
         slowed = [r["name"] for r in result["rungs"] if r.get("test_slowdown")]
         if slowed:
             warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_SLOWDOWN ({', '.join(slowed)})")
@@ -494,6 +499,13 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
                 "rungs",
                 "a result whose rungs all ran with loss parity (or --force)",
                 f"failed rungs {', '.join(bad)}",
+            )
+        if any(r.get("test_train_sabotage") for r in result["rungs"]) or result.get("test_train_sabotage"):
+            raise InputError(
+                str(path),
+                "rungs",
+                "a real measurement (or --force)",
+                "training sabotaged by the test-only VLABENCH_TEST_TRAIN_SABOTAGE",
             )
         if any(r.get("test_slowdown") for r in result["rungs"]):
             raise InputError(

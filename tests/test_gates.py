@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.errors import InputError
 from harness.gate_power import simulate, slower_tail
 from harness.gates import FAIL, INCONCLUSIVE, NOT_GATED, PASS, Limits, gate, record_baseline
 from harness.hardware import get_target
@@ -478,3 +479,11 @@ def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
     assert second.returncode != 0 and "Performance has regressed" in second.stdout + second.stderr, second.stdout[
         -2000:
     ]
+
+
+def test_record_refuses_a_sabotaged_training_run(tmp_path):
+    sabotaged = write(tmp_path, "s.json", result([rung("a", test_train_sabotage={"mode": "freeze-time"})]))
+    with pytest.raises(InputError, match="VLABENCH_TEST_TRAIN_SABOTAGE"):
+        record_baseline(sabotaged, tmp_path / "results")
+    report = gate(json.loads(Path(sabotaged).read_text()), result([rung("a")]))
+    assert any("VLABENCH_TEST_TRAIN_SABOTAGE" in w for w in report.warnings)
