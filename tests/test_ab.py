@@ -1,6 +1,5 @@
 """`vlabench ab`: the decision on hand-made runs, the CLI contract, real CPU A/B runs and a `git bisect run`."""
 
-import contextlib
 import json
 import math
 import os
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from machine_load import cpu_hog
 
 from harness import ab
 from harness.ab import FAIL, FASTER, INCONCLUSIVE, NOT_GATED, PASS, Run, checked_out, decide, exit_code, resolve_side
@@ -344,18 +344,6 @@ def idlest_cpu(cpus: set[int], seconds: float = 1.0) -> int:
         return min(cpus, key=lambda c: (after[c] - before[c], -c))
     except (OSError, KeyError, ValueError):
         return max(cpus)
-
-
-@contextlib.contextmanager
-def cpu_hog(cpu: int):
-    """A busy loop pinned to `cpu` for as long as the block runs: other work on the machine through a whole run."""
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    os.sched_setaffinity(hog.pid, {cpu})
-    try:
-        yield
-    finally:
-        hog.kill()
-        hog.wait()
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """Regression gates: the rules on hand-made results, the CLI contract, and A/A and slowed-down real CPU runs."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -8,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_load import cpu_hog
 
 from harness.cli import main
 from harness.errors import InputError
@@ -358,18 +358,6 @@ targets:
 # one); the rules at the default 5% are tested above on exact step times.
 CPU_TOLERANCE = ["--tolerance", "15%"]
 DECIDED = (0, 1)  # pass or regression; 3 is "inconclusive: the machine itself was slower"
-
-
-@contextlib.contextmanager
-def cpu_hog(cpu: int):
-    """A busy loop pinned to `cpu` for as long as the block runs: other work on the machine through a whole run."""
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    os.sched_setaffinity(hog.pid, {cpu})
-    try:
-        yield
-    finally:
-        hog.kill()
-        hog.wait()
 
 
 @pytest.fixture(scope="module")
