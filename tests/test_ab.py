@@ -370,17 +370,18 @@ def ab_run(tmp_path, name, scenario, *extra) -> tuple[int, dict]:
 
 
 # The spread of the pairs, measured with this test's scenario (one thread pinned to one CPU, 20 timed steps of
-# ~55 ms, a process every ~7 s) on the 2-vCPU VM these tests were written on, which other jobs shared: an A/A
-# pair's ratio B/A stayed within 0.96-1.09 while the other jobs held still (sd of the log ratio ~0.05), and
-# jumped to 0.5-2.0 in one pair in four to ten whenever a job started or stopped between the A and the B of a
-# pair (sd of the log ratio over 10 to 20 pairs: 0.16 to 0.36). Under that, the 10% slowdown (which measured
-# 10-17% slower: its sleep also hands the CPU to the other jobs) failed in 1 of 16 windows of 5 consecutive
-# pairs, 5 of 15 of 6 pairs, 7 of 13 of 8 pairs, and was inconclusive or a wide pass in the rest. So an A/B
-# that could not decide (inconclusive, or a pass whose interval reaches past the tolerance: the rule passing on
-# the point estimate of noisy pairs) is measured again, as a CI job would, once, if the first try took under
-# TRY_BUDGET_S; a machine too busy to decide by then skips the test, saying so (at load 8 to 10 on the 2 CPUs a
-# process took 30 s instead of 7, and 8 pairs with a busy loop of our own beside them still had an sd of 0.18).
-# A wrong decision fails at once: a pass whose interval excludes a 5% slowdown, or a FAIL of an A/A.
+# ~55 ms, a process every ~7 s on a quiet machine) on the 2-vCPU VM these tests were written on, which up to
+# seven other jobs shared (load average 2 to 10): an A/A pair's ratio B/A stayed within 0.96-1.09 while the
+# other jobs held still (sd of the log ratio ~0.05), and jumped to 0.5-2.0 in one pair in four to ten whenever
+# a job started or stopped between the A and the B of a pair (sd of the log ratio over 6 to 20 pairs: 0.16 to
+# 0.36; a busy loop of our own beside the runs did not steady it: 0.18). Under that, the 10% slowdown (measured
+# 7-17% slower) failed in 1 of 16 windows of 5 consecutive pairs, 5 of 15 of 6 pairs, 7 of 13 of 8 pairs; the
+# rest were inconclusive or a pass whose interval reached past the tolerance (the rule passing on the point
+# estimate of noisy pairs). So such an undecided A/B is measured again, as a CI job would, once, if the first
+# try took under TRY_BUDGET_S; a machine still too busy to decide skips the test, saying so. A wrong decision
+# fails at once: a pass whose interval excludes a 5% slowdown, or a FAIL of an A/A. In five runs of this file
+# at load 2 to 10 the 10% A/B decided (FAIL) once and skipped four times, the A/A never failed, and the bisect
+# named commit 2 in every run once its step was twice as long.
 SLOW_PAIRS, SLOW_TRIES, TRY_BUDGET_S = 6, 2, 150
 
 
