@@ -108,7 +108,7 @@ def test_missing_required_key(tmp_path):
         ("seed: 0}", "seed: 0, batchsize: 3}", "workload.batchsize", "a known key (batch_size, cameras", "unknown key"),
         ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "a positive integer", "string 'two'"),
         ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
-        ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, tiny", "string 'huge'"),
+        ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, small, tiny", "string 'huge'"),
         ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
         ("  h200:\n", "  a800: {}\n", "targets.a800", "a known target (cpu, h200, cuda", "unknown target 'a800'"),
         ("  h200:\n", "  h200: [1]\n", "targets.h200", "a mapping", "list [1]"),
