@@ -625,6 +625,15 @@ def _add_module_commands(sub) -> None:
     add_train_check_arguments(tc)
     tc.set_defaults(func=cmd_train_check)
 
+    from .train.ladder_cli import add_train_ladder_arguments, cmd_train_ladder
+
+    tl = sub.add_parser(
+        "train-ladder", help="train -> evaluate -> gate: each rung of a scenario's train: block trained, evaluated "
+        "in LIBERO and judged against the reference rung"
+    )  # fmt: skip
+    add_train_ladder_arguments(tl)
+    tl.set_defaults(func=cmd_train_ladder)
+
     from .ab import add_ab_arguments, cmd_ab
 
     ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)")

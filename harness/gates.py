@@ -67,12 +67,15 @@ class Limits:
 @dataclass
 class Check:
     subject: str  # a rung name, or "suite <name>"
-    check: str  # status | throughput | peak memory | loss parity | success rate
+    check: str  # status | throughput | peak memory | loss parity | success rate | convergence
     verdict: str  # pass | FAIL | inconclusive | not gated
     baseline: str = ""
     current: str = ""
     change: str = ""
     note: str = ""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -180,6 +183,8 @@ def gate(
             f"a result of scenario {baseline['scenario']['name']!r} (the baseline's)",
             repr(current["scenario"]["name"]),
         )
+    if "train-ladder" in (current.get("kind"), baseline.get("kind")):
+        return gate_train_ladders(current, baseline, limits, rungs, current_name, baseline_name)
     base_rungs = {r["name"]: r for r in baseline["rungs"]}
     cur_rungs = {r["name"]: r for r in current["rungs"]}
     base_rates = _success_rates(baseline)
@@ -200,7 +205,7 @@ def gate(
             name, base_rungs.get(name), cur_rungs.get(name), current, baseline, limits, report.warnings
         )
     for suite, base in base_rates.items():
-        report.checks.append(_success_check(suite, base, cur_rates.get(suite), limits))
+        report.checks.append(success_check(suite, base, cur_rates.get(suite), limits))
     for suite in cur_rates:
         if suite not in base_rates:
             report.checks.append(
@@ -214,6 +219,55 @@ def gate(
                 )
             )
     return report
+
+
+def gate_train_ladders(
+    current: dict,
+    baseline: dict,
+    limits: Limits,
+    rungs: list[str] | None,
+    current_name: str,
+    baseline_name: str,
+) -> GateReport:
+    """Two train-ladder results (`vlabench train-ladder`), rung by rung: the success gate per suite and the
+    convergence check (the rung's smoothed final loss within the ladder's tolerance of the recorded run's)."""
+    from .train.ladder_judge import convergence
+
+    for name, result in ((current_name, current), (baseline_name, baseline)):
+        if result.get("kind") != "train-ladder":
+            raise InputError(name, "kind", "a train-ladder result, as the other file is", repr(result.get("kind")))
+    base = {r["name"]: r for r in baseline["train_ladder"]["rungs"]}
+    cur = {r["name"]: r for r in current["train_ladder"]["rungs"]}
+    names = [n for n in base if rungs is None or n in rungs]
+    if not any(base[n]["status"] == "ok" for n in names):
+        raise InputError(baseline_name, "train_ladder.rungs", "an ok rung to gate against", "none")
+    tolerance = (baseline.get("train_ladder") or {}).get("convergence_tolerance", 0.10)
+    report = GateReport(current_name, baseline_name, limits, warnings=_provenance_warnings(current, baseline))
+    for name in names:
+        b, c = base[name], cur.get(name)
+        if b["status"] != "ok":
+            continue
+        if c is None or c["status"] != "ok":
+            got = "missing" if c is None else f"{c['status']} ({c.get('stage')}: {c.get('error', '')[:80]})"
+            report.checks.append(Check(name, "status", FAIL, "ok", got))
+            continue
+        for suite, entry in b.get("success_rate", {}).items():
+            check = success_check(suite, entry, c.get("success_rate", {}).get(suite), limits)
+            check.subject = f"{name} {suite}"
+            report.checks.append(check)
+        conv = convergence(c, b, tolerance)
+        if conv is not None:
+            verdict = PASS if conv["passed"] else FAIL
+            change = "-" if conv["rel_diff"] is None else f"{conv['rel_diff']:+.1%}"
+            note = f"smoothed final loss over the last {conv['window']} steps, |diff| <= {tolerance:.0%}"
+            report.checks.append(
+                Check(name, "convergence", verdict, _loss(conv["reference_loss"]), _loss(conv["loss"]), change, note)
+            )
+    return report
+
+
+def _loss(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
@@ -244,7 +298,7 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
     for label, result in (("baseline", baseline), ("current result", current)):
         if result["provenance"].get("dirty"):
             warnings.append(f"the {label} was measured with uncommitted changes")
-        sabotaged = [r["name"] for r in result["rungs"] if r.get("test_train_sabotage")]
+        sabotaged = sabotaged_rungs(result)
         if sabotaged:
             warnings.append(
                 f"the {label} was measured with the test-only VLABENCH_TEST_TRAIN_SABOTAGE ({', '.join(sabotaged)})"
@@ -255,6 +309,14 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
         if (result.get("policy") or {}).get("test_sabotage"):
             warnings.append(f"the {label} was measured with the test-only VLABENCH_TEST_EXPERT_SABOTAGE")
     return warnings
+
+
+def sabotaged_rungs(result: dict) -> list[str]:
+    """Rungs trained with the test-only VLABENCH_TEST_TRAIN_SABOTAGE: a ladder's, or a train-ladder's."""
+    trained = (result.get("train_ladder") or {}).get("rungs", [])
+    return [r["name"] for r in result["rungs"] if r.get("test_train_sabotage")] + [
+        r["name"] for r in trained if (r.get("train") or {}).get("test_train_sabotage")
+    ]
 
 
 def _rung_checks(
@@ -440,7 +502,7 @@ def _rate_text(entry: dict) -> str:
     return f"{entry['successes'] / entry['trials']:.1%} ({entry['successes']}/{entry['trials']})"
 
 
-def _success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> Check:
+def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> Check:
     """Fisher's exact test of the current successes against the recorded ones (both are samples): FAIL when the
     rate dropped by more than the tolerance and the drop is significant at the gate's confidence; inconclusive
     when it dropped that far but the trials cannot tell, with the trials that could."""
@@ -500,7 +562,7 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
                 "a result whose rungs all ran with loss parity (or --force)",
                 f"failed rungs {', '.join(bad)}",
             )
-        if any(r.get("test_train_sabotage") for r in result["rungs"]) or result.get("test_train_sabotage"):
+        if sabotaged_rungs(result) or result.get("test_train_sabotage"):
             raise InputError(
                 str(path),
                 "rungs",

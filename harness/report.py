@@ -379,6 +379,10 @@ def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
         from .train.report import train_table
 
         return train_table(result, fmt)
+    if kind == "train-ladder":
+        from .train.ladder_report import train_ladder_table
+
+        return train_ladder_table(result, fmt)
     return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
 
 

@@ -97,6 +97,7 @@ class ScenarioFile:
     source: str | None = None
     description: str | None = None
     eval: dict[str, Any] | None = None  # checked by the evaluation (harness/eval/main.py)
+    train: dict[str, Any] | None = None  # checked by `vlabench train-ladder` (harness/train/ladder.py)
     parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
 
 
@@ -112,6 +113,7 @@ class Scenario:
     targets: dict[str, dict]  # per-target workload overrides, already checked
     description: str | None = None
     eval: dict | None = None  # kept raw; its schema belongs to the evaluation
+    train: dict | None = None  # kept raw; its schema belongs to `vlabench train-ladder`
     # Per target, options that stand in for ones the target cannot train with (e.g. attention: sdpa for
     # flex on a CPU), applied only to rungs that inherit the unsupported option, never to the rung
     # that introduces it; such rungs record what was substituted.
@@ -192,6 +194,7 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
         targets=targets,
         description=raw.description,
         eval=raw.eval,
+        train=raw.train,
         substitutes=substitutes,
         parity_baseline=raw.parity_baseline,
     )

@@ -85,7 +85,7 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 def test_unknown_top_level_key_lists_allowed(tmp_path):
     message = error_for(tmp_path, VALID + "ladders: []\n")
     assert (
-        ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, parity_baseline)"
+        ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, train, parity_baseline)"
         in message
     )
     assert "got unknown key 'ladders'" in message

@@ -32,6 +32,14 @@ def add_make_dataset_arguments(p) -> None:
     p.add_argument("--suite", default="libero_spatial", help="libero: the suite (default libero_spatial)")
     p.add_argument("--tasks", help="libero: task indices, comma-separated (default: every task the policy covers)")
     p.add_argument("--workers", type=int, default=1, help="libero: env worker processes (default 1)")
+    p.add_argument(
+        "--first-trial",
+        type=int,
+        default=0,
+        metavar="K",
+        help="libero: start at each task's stored initial state K (default 0); an evaluation of T trials uses "
+        "states 0..T-1, so --first-trial T keeps them out of the training data",
+    )
     p.add_argument("--assets", help="libero: LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
 
 
@@ -41,6 +49,10 @@ def _check_args(args) -> None:
     if args.source == "libero" and args.image_size != 256:
         raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
     _check_sizes(args.episodes, args.fps, args.image_size)
+    if args.first_trial < 0 or (args.first_trial and args.source != "libero"):
+        raise DatasetError(
+            "--first-trial", None, "a non-negative state index, with --source libero", str(args.first_trial)
+        )
 
 
 def _check_sizes(episodes: int, fps: int, image_size: int) -> None:
@@ -74,6 +86,7 @@ def cmd_make_dataset(args) -> int:
             args.assets,
             args.seed,
             progress=lambda line: print(line, flush=True),
+            first_trial=args.first_trial,
         )
     else:
         episodes = None

@@ -11,6 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 
+from .errors import DatasetError
 from .lerobot_format import LIBERO_CAMERAS
 from .writer import Episode
 
@@ -24,9 +25,11 @@ def libero_episodes(
     assets: str | None,
     seed: int,
     progress: Callable[[str], None] = print,
+    first_trial: int = 0,
 ) -> Iterator[Episode]:
-    """`count` rollouts (over the tasks in turn, from their stored initial states), yielding the successful ones
-    as they finish."""
+    """`count` rollouts (over the tasks in turn, from their stored initial states `first_trial` on), yielding the
+    successful ones as they finish. An evaluation of T trials per task starts at state 0, so demonstrations
+    from `first_trial >= T` never share an initial state with it."""
     from ..eval import sim
     from ..eval.env import suite_tasks
     from ..eval.policies import make_policy
@@ -34,9 +37,15 @@ def libero_episodes(
 
     setup = sim.prepare(assets)
     chosen = tasks if tasks is not None else list(range(len(suite_tasks(suite))))
-    trials = math.ceil(count / len(chosen))
-    planned = plan_episodes([suite], chosen, trials, seed)
-    # the tasks in turn (trial 0 of every task, then trial 1, ...), so any first `count` cover them all
+    trials = first_trial + math.ceil(count / len(chosen))
+    try:
+        planned = plan_episodes([suite], chosen, trials, seed)
+    except ValueError as e:  # more states asked for than the task stores
+        raise DatasetError(
+            "--episodes", None, f"at most the stored initial states after --first-trial {first_trial}", str(e)
+        ) from None
+    planned = [ep for ep in planned if ep.trial >= first_trial]
+    # the tasks in turn (trial K of every task, then trial K+1, ...), so any first `count` cover them all
     planned = sorted(planned, key=lambda ep: (ep.trial, ep.task["index"]))[:count]
     for ep in planned:
         ep.demonstration = True

@@ -1,0 +1,111 @@
+"""`vlabench train-ladder`: train -> evaluate -> gate as one scenario (its `train:` and `eval:` blocks).
+
+Each rung trains identically (the target workload's dataset, seed, batch and size, the block's steps and recipe;
+only the rung's options differ) with `vlabench train`'s loop, and its last checkpoint is evaluated in LIBERO with
+`vlabench eval`'s runner (a checkpoint holds the plain model's weights whatever the rung, so every rung's policy
+runs the same inference). Against the reference rung (default: the ladder's first) each rung gets
+- its speed: training samples/s (the median step of its run) and the speedup over the reference's;
+- the convergence check (harness/train/convergence.py): smoothed final loss within the tolerance either way;
+- the success gate (harness/gates.py): Fisher's exact test of its successes per suite against the reference's.
+OUT/train-ladder.json (kind `train-ladder`) is rewritten atomically after every rung; a rung that fails in training
+or evaluation is recorded with its error and the ladder goes on. OUT/<rung>/ holds the rung's training run
+(train.json, checkpoints/) and eval.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, SchemaError, parse
+
+from ..errors import InputError
+from .convergence import DEFAULT_TOLERANCE
+from .recipe import Recipe
+
+RESULT_FILE = "train-ladder.json"
+
+
+@dataclass(frozen=True)
+class TrainBlock:
+    """A scenario's `train:` block (its recipe values default to openpi's pi05_libero, harness/train/recipe.py)."""
+
+    steps: Annotated[int, AT_LEAST_ONE]
+    rungs: tuple[str, ...] | None = None  # default: every rung of the ladder, in its order
+    reference: str | None = None  # default: the ladder's first rung
+    peak_lr: Annotated[float, POSITIVE] | None = None
+    warmup_steps: Annotated[int, AT_LEAST_ONE] | None = None
+    decay_steps: Annotated[int, AT_LEAST_ONE] | None = None  # default: the block's steps
+    decay_lr: Annotated[float, NON_NEGATIVE] | None = None
+    ema_decay: Annotated[float, POSITIVE] | None = None
+    workers: Annotated[int, NON_NEGATIVE] | None = None  # DataLoader workers (default: each rung's loader option)
+    # the first stored initial state of the dataset's demonstrations (`make-dataset --first-trial`): the
+    # evaluation's trials must stay below it, so no evaluated episode starts where a demonstration did
+    demonstrations_from_trial: Annotated[int, NON_NEGATIVE] | None = None
+    convergence_tolerance: Annotated[float, NON_NEGATIVE] = DEFAULT_TOLERANCE
+    success_tolerance: Annotated[float, NON_NEGATIVE] = 0.05
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    """One `vlabench train-ladder` run: what trains, on which data, how it is evaluated, where it goes."""
+
+    scenario: object  # harness.scenario.Scenario
+    target: object  # harness.hardware.Target
+    block: TrainBlock
+    rungs: tuple[str, ...]
+    reference: str
+    dataset: str
+    steps: int
+    recipe: Recipe
+    eval_settings: dict  # suites, tasks, trials, workers, seed (the scenario's eval block and the flags)
+    out: Path
+    append: bool = False
+    assets: str | None = None
+    device: str | None = None
+    max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol
+    workers: int | None = None  # DataLoader workers of every rung (the block's, or --workers)
+
+
+def train_block(scenario) -> TrainBlock:
+    """The scenario's `train:` block checked (one line naming the file and key otherwise)."""
+    raw = scenario.train
+    if raw is None:
+        raise InputError(scenario.path, "train", "a train block (steps, rungs, recipe ...)", "none")
+    try:
+        block = parse(TrainBlock, raw, "train")
+    except SchemaError as e:
+        raise InputError(scenario.path, e.key, e.expected, e.got) from None
+    names = scenario.rung_names()
+    for key, values in (("train.rungs", block.rungs or ()), ("train.reference", (block.reference or names[0],))):
+        unknown = [v for v in values if v not in names]
+        if unknown:
+            raise InputError(scenario.path, key, "rungs of the ladder (" + ", ".join(names) + ")", ", ".join(unknown))
+    if block.ema_decay is not None and not block.ema_decay < 1:
+        raise InputError(scenario.path, "train.ema_decay", "a decay in (0, 1)", str(block.ema_decay))
+    return block
+
+
+def block_recipe(block: TrainBlock, steps: int) -> Recipe:
+    """openpi's recipe with the block's values; the cosine decays over the run's steps unless the block says."""
+    values = {k: getattr(block, k) for k in ("peak_lr", "warmup_steps", "decay_lr", "ema_decay")}
+    values = {k: v for k, v in values.items() if v is not None}
+    return dataclasses.replace(Recipe(), decay_steps=block.decay_steps or steps, **values)
+
+
+def result_path(plan: LadderPlan) -> Path:
+    return plan.out / RESULT_FILE
+
+
+def rung_dir(plan: LadderPlan, rung: str) -> Path:
+    return plan.out / rung
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for the result file: the exception and where it was raised."""
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}{at}"

@@ -1,0 +1,130 @@
+"""`vlabench train-ladder`: its arguments, its plan and the command (registered in harness/cli.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import InputError
+from ..outputs import at_least, check_writable
+from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
+
+
+def add_train_ladder_arguments(p) -> None:
+    p.add_argument("scenario", help="scenario YAML file with a train: block (and an eval: block)")
+    p.add_argument("--target", help="target name (default: auto-detect)")
+    p.add_argument("--rungs", help="comma-separated rungs to train, in this order (default: train.rungs)")
+    p.add_argument("--out", type=Path, help="folder: train-ladder.json and one folder per rung "
+                   "(default runs/train-ladder-<scenario>-<target>)")  # fmt: skip
+    p.add_argument("--append", action="store_true", help="add the --rungs to the train-ladder.json in --out")
+    p.add_argument("--steps", type=int, metavar="N", help="optimizer steps per rung (default: train.steps)")
+    p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
+    p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
+    p.add_argument("--eval-workers", type=int, metavar="N", help="env workers (default: the eval block's)")
+    p.add_argument("--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
+    p.add_argument("--device", help="policy device in the evaluation (default cuda if available, else cpu)")
+    p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
+    p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers of every rung (default: train.workers)")
+
+
+def _eval_settings(scenario, args) -> dict:
+    from ..eval.main import _int_list, eval_block
+    from ..eval.protocol import SEED, TRIALS
+
+    settings, _, _ = eval_block(scenario)
+    tasks = _int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
+    out = {
+        "suites": settings["suites"],
+        "tasks": tasks,
+        "trials": args.trials or settings.get("trials", TRIALS),
+        "workers": args.eval_workers or settings.get("workers", 1),
+        "seed": settings.get("seed", SEED),
+    }
+    first = train_block(scenario).demonstrations_from_trial
+    if first is not None and out["trials"] > first:
+        raise InputError(
+            scenario.path,
+            "train.demonstrations_from_trial",
+            f"evaluation trials ({out['trials']}) that stop before the demonstrations' first initial state",
+            str(first),
+        )
+    return out
+
+
+def _dataset(scenario, target) -> str:
+    """The target workload's dataset, made first when missing and its `data.make` says how."""
+    from ..data.cli import make_missing
+
+    data = scenario.workload_for(target.name).data
+    if data == "synthetic":
+        raise InputError(scenario.path, "workload.data", "a dataset to train on (data: {dataset: PATH})", "synthetic")
+    make_missing(data, say=lambda line: print(line, flush=True))
+    from .cli import _check_dataset
+
+    _check_dataset(data.dataset)
+    return data.dataset
+
+
+def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
+    if not text:
+        return tuple(block.rungs or scenario.rung_names())
+    rungs = tuple(r.strip() for r in text.split(",") if r.strip())
+    unknown = [r for r in rungs if r not in scenario.rung_names()]
+    if unknown or not rungs:
+        raise InputError("--rungs", None, "rungs of the ladder (" + ", ".join(scenario.rung_names()) + ")", text)
+    return rungs
+
+
+def plan_from_args(args) -> LadderPlan:
+    from ..arguments import resolve_target
+    from ..scenario import load_scenario
+
+    for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--eval-workers", args.eval_workers)):
+        at_least(flag, value, 1, "a positive number")
+    at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
+    at_least("--workers", args.workers, 0, "a non-negative number of workers")
+    scenario = load_scenario(args.scenario)
+    block = train_block(scenario)
+    target, error = resolve_target(scenario, args.target)
+    if error:
+        raise RuntimeError(error)
+    out = Path(args.out or Path("runs") / f"train-ladder-{scenario.name}-{target.name}")
+    if (out / RESULT_FILE).exists() and not args.append:
+        raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --append)", str(out))
+    check_writable(out / RESULT_FILE, "--out")
+    steps = args.steps or block.steps
+    return LadderPlan(
+        scenario=scenario,
+        target=target,
+        block=block,
+        rungs=_rungs(scenario, block, args.rungs),
+        reference=block.reference or scenario.rung_names()[0],
+        dataset=_dataset(scenario, target),
+        steps=steps,
+        recipe=block_recipe(block, steps),
+        eval_settings=_eval_settings(scenario, args),
+        out=out,
+        append=args.append,
+        assets=args.assets,
+        device=args.device,
+        max_steps=args.max_steps,
+        workers=args.workers if args.workers is not None else block.workers,
+    )
+
+
+def cmd_train_ladder(args) -> int:
+    from .ladder_report import train_ladder_table
+    from .ladder_run import run_train_ladder
+
+    plan = plan_from_args(args)
+    try:
+        result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])])
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {plan.out / RESULT_FILE} holds the rungs done; --append adds the rest",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    print()
+    print(train_ladder_table(result))
+    print(f"\nresult: {plan.out / RESULT_FILE}")
+    failed = [r["name"] for r in result["train_ladder"]["rungs"] if r["status"] != "ok"]
+    return 1 if failed else 0

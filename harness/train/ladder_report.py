@@ -1,0 +1,80 @@
+"""The table `vlabench train-ladder` and `vlabench show` print for a train-ladder result: per rung, its speed beside
+its success, and the verdicts against the reference rung."""
+
+from __future__ import annotations
+
+from .report import _duration
+
+
+def _rate(entry: dict | None) -> str:
+    if not entry:
+        return "-"
+    return (
+        f"{entry['successes'] / entry['trials']:.1%} [{entry['wilson_low']:.0%}-{entry['wilson_high']:.0%}] "
+        f"({entry['successes']}/{entry['trials']})"
+    )
+
+
+def _verdicts(versus: dict | None) -> tuple[str, str, str]:
+    """Speedup, convergence and success-gate cells of a rung against the reference."""
+    if not versus:
+        return "-", "-", "-"
+    s = versus.get("speedup")
+    conv = versus.get("convergence") or {}
+    rel = conv.get("rel_diff")
+    conv_text = "-" if rel is None else f"{rel:+.1%} " + ("pass" if conv.get("passed") else "FAIL")
+    gate = "; ".join(f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})" for c in versus.get("success", []))
+    return ("-" if s is None else f"{s:.2f}x"), conv_text, gate or "-"
+
+
+def _row(record: dict, ladder: dict) -> list[str]:
+    t = record.get("train") or {}
+    suites = ladder.get("eval", {}).get("suites") or []
+    rates = record.get("success_rate") or {}
+    success = "; ".join(_rate(rates.get(s)) for s in suites) if rates else "-"
+    name = record["name"] + (" (SABOTAGED)" if t.get("test_train_sabotage") else "")
+    if record["status"] != "ok":
+        return [name, f"{record['status']} in {record.get('stage')}: {record.get('error', '')[:60]}", *["-"] * 7]
+    sps = t.get("samples_per_s")
+    speed, conv, gate = (
+        ("reference", "reference", "reference")
+        if record["name"] == ladder["reference"]
+        else _verdicts(ladder.get("versus_reference", {}).get(record["name"]))
+    )
+    return [
+        name,
+        f"{t.get('steps_done')}/{t.get('steps_planned')}",
+        _duration(t.get("wall_s")),
+        "-" if sps is None else f"{sps:.0f}",
+        speed,
+        "-" if t.get("final_loss") is None else f"{t['final_loss']:.4f}",
+        conv,
+        success,
+        gate,
+    ]
+
+
+def train_ladder_table(result: dict, fmt: str = "simple") -> str:
+    """One row per rung: steps, training wall time, samples/s and speedup beside the smoothed final loss, its
+    convergence check, the success rate with its Wilson interval and the success gate, all against the
+    reference rung."""
+    from tabulate import tabulate
+
+    ladder = result["train_ladder"]
+    w, ev = result.get("workload") or {}, ladder.get("eval") or {}
+    recipe = ladder.get("recipe") or {}
+    title = (
+        f"{result['scenario']['name']} on {result['target']['name']}: {w.get('model_size')} model trained "
+        f"{ladder['steps']} steps of batch {w.get('batch_size')} ({w.get('dtype')}, lr {recipe.get('peak_lr')}, "
+        f"{recipe.get('warmup_steps')} warm-up steps, cosine to {recipe.get('decay_lr')}) per rung; evaluated on "
+        f"{', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task; against {ladder['reference']}"
+    )
+    headers = ["rung", "steps", "train wall", "samples/s", "speedup", "final loss", "convergence", "success [95%]",
+               "success gate"]  # fmt: skip
+    rows = [_row(r, ladder) for r in ladder["rungs"]]
+    tol = (
+        f"convergence: smoothed final loss within {ladder.get('convergence_tolerance', 0.1):.0%} of the reference's; "
+        f"success gate: FAIL when more than {ladder.get('success_tolerance', 0.05) * 100:g} points below the "
+        "reference's and significant (Fisher, 95%)"
+    )
+    return "\n".join([title, tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True), tol])

@@ -1,0 +1,166 @@
+"""Running a train-ladder (harness/train/ladder.py): per rung, train, then evaluate the last checkpoint; the
+result file is rewritten after each rung with every rung's record and the judgements against the reference."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from ..errors import InputError
+from ..results import ResultWriter, load_result, provenance
+from .ladder import RESULT_FILE, LadderPlan, error_text, result_path, rung_dir
+from .ladder_judge import judge
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
+    """`vlabench train` of the rung into OUT/<rung>/, with the ladder's data, steps and recipe."""
+    from .loop import train
+    from .setup import TrainPlan
+
+    tplan = TrainPlan(
+        scenario=plan.scenario,
+        rung=rung,
+        target=plan.target,
+        dataset=plan.dataset,
+        steps=plan.steps,
+        out=rung_dir(plan, rung),
+        recipe=plan.recipe,
+        workers=plan.workers,
+        keep=1,
+    )
+    return train(tplan, command)
+
+
+def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[str]) -> dict:
+    """`vlabench eval` of the checkpoint with the ladder's suites and trials, into OUT/<rung>/eval.json."""
+    from ..eval.main import EvalConfig, run_eval
+
+    s = plan.eval_settings
+    cfg = EvalConfig(
+        suites=s["suites"],
+        tasks=s.get("tasks"),
+        trials=s["trials"],
+        policy=plan.scenario.model,
+        checkpoint=checkpoint,
+        workers=s["workers"],
+        out=rung_dir(plan, rung) / "eval.json",
+        assets=plan.assets,
+        seed=s["seed"],
+        device=plan.device,
+        scenario={"name": plan.scenario.name, "path": plan.scenario.path, "sha256": plan.scenario.sha256, "rung": rung},
+        max_steps=plan.max_steps,
+    )
+    return run_eval(cfg, command, progress=_say)
+
+
+def _train_summary(result: dict) -> dict:
+    """What the ladder keeps of a training run: its `train` block whole (the loss curve the convergence check
+    reads) without the per-step learning rates."""
+    t = dict(result["train"])
+    t.pop("lr", None)
+    return t
+
+
+def unsupported(plan: LadderPlan, rung: str) -> str | None:
+    """Why the target cannot train the rung (as `vlabench run` decides, after the target's substitutes)."""
+    from ..hardware import capabilities
+    from ..runner import unsupported_reason, with_substitutes
+
+    caps = capabilities(plan.target)
+    entry = next(r for r in plan.scenario.ladder if r.name == rung)
+    entry, _ = with_substitutes(plan.scenario, plan.target, entry, caps)
+    return unsupported_reason(plan.scenario, plan.target, entry, caps)
+
+
+def run_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
+    """One rung's record: trained, evaluated, or the error that stopped it (the ladder goes on)."""
+    record = {"name": rung, "status": "ok", "dir": rung_dir(plan, rung).name}
+    reason = unsupported(plan, rung)
+    if reason:
+        _say(f"== {rung}: unsupported on {plan.target.name}: {reason}")
+        return {**record, "status": "unsupported", "stage": "training", "error": reason}
+    stage = "training"
+    try:
+        _say(f"\n== {rung}: training {plan.steps} steps into {rung_dir(plan, rung)}")
+        trained = train_rung(plan, rung, command)
+        record["train"] = _train_summary(trained)
+        checkpoint = trained["train"]["checkpoints"][-1]["path"]
+        record["checkpoint"] = checkpoint
+        stage = "evaluation"
+        _say(f"== {rung}: evaluating {checkpoint}")
+        evaluated = evaluate_rung(plan, rung, checkpoint, command)
+        record["success_rate"] = evaluated["success_rate"]
+        record["eval_throughput"] = evaluated.get("throughput")
+        errors = sum(e.get("status") == "error" for e in evaluated.get("episodes", []))
+        if errors:
+            record["eval_errors"] = errors  # counted as failures, as `vlabench eval` counts them
+    except InputError:
+        raise  # bad input stops the ladder at once, in one line: every rung would meet it
+    except Exception as exc:  # a crashed rung is recorded and the ladder goes on
+        record.update(status="error", stage=stage, error=error_text(exc))
+        _say(f"== {rung}: {stage} failed: {record['error']}")
+    return record
+
+
+def _header(plan: LadderPlan, command: list[str]) -> dict:
+    s, t = plan.scenario, plan.target
+    workload = s.workload_for(t.name).as_dict()
+    return {
+        "kind": "train-ladder",
+        "scenario": {"name": s.name, "path": s.path, "sha256": s.sha256, "source": s.source},
+        "target": {"name": t.name, "backend": t.backend},
+        "provenance": {**provenance(command), "run_id": uuid.uuid4().hex[:12]},
+        "workload": {"model": s.model, **workload},
+        "rungs": [],  # the rungs' records are under train_ladder: `compare` and the speed gate skip this file
+    }
+
+
+def _earlier(plan: LadderPlan) -> dict[str, dict]:
+    """With --append: the rungs already in OUT/train-ladder.json (a rung named again is refused)."""
+    path = result_path(plan)
+    if not plan.append or not path.exists():
+        return {}
+    old = load_result(path)
+    if old.get("kind") != "train-ladder":
+        raise InputError(str(path), "kind", "a train-ladder result to append to", repr(old.get("kind")))
+    done = {r["name"]: r for r in old["train_ladder"]["rungs"]}
+    again = [r for r in plan.rungs if r in done]
+    if again:
+        raise InputError("--rungs", None, f"rungs not yet in {path}", ", ".join(again))
+    return done
+
+
+def _ladder_block(plan: LadderPlan, records: dict[str, dict]) -> dict:
+    return {
+        "reference": plan.reference,
+        "steps": plan.steps,
+        "dataset": plan.dataset,
+        "recipe": plan.recipe.as_dict(),
+        "eval": plan.eval_settings,
+        "convergence_tolerance": plan.block.convergence_tolerance,
+        "success_tolerance": plan.block.success_tolerance,
+        "rungs": list(records.values()),
+        "versus_reference": judge(records, plan.reference, plan.block),
+    }
+
+
+def run_train_ladder(plan: LadderPlan, command: list[str]) -> dict:
+    """Train and evaluate every rung of the plan in turn; returns the result (also in OUT/train-ladder.json)."""
+    records = _earlier(plan)
+    header = _header(plan, command)
+    if records:
+        header["provenance_earlier"] = [load_result(result_path(plan))["provenance"]]
+    writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, records)})
+    start = time.perf_counter()
+    for i, rung in enumerate(plan.rungs, 1):
+        _say(f"\n[{i}/{len(plan.rungs)}] {rung} ({(time.perf_counter() - start) / 60:.1f} min so far)")
+        records[rung] = run_rung(plan, rung, command)
+        writer.update({"train_ladder": _ladder_block(plan, records)})
+    return writer.data
+
+
+__all__ = ["RESULT_FILE", "run_train_ladder"]

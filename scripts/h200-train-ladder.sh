@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The H200 session of the train -> evaluate -> gate scenario (scenarios/pi05-libero-train.yaml, docs/training.md):
+#   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19);
+#   2. the train-ladder: community, compile-per-layer and fp8, each trained identically, evaluated and judged
+#      against community (runs/tl/train-ladder.json);
+#   3. the test sabotage on compile-per-layer, trained and evaluated the same way (runs/tl-sabotage), gated
+#      against the clean ladder: the success gate and the convergence check must FAIL it;
+#   4. the longer run of the fastest bf16 rung (GOAL_STEPS steps, 20 trials per task: runs/tl-goal).
+# Usage (as a detached job, so it outlives one device call): scripts/h200-train-ladder.sh LOGDIR
+# Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
+# scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
+set -uo pipefail
+logs=${1:-/tmp/tl-logs}
+mkdir -p "$logs"
+export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-egl}
+assets=${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}
+scenario=scenarios/pi05-libero-train.yaml
+data=runs/datasets/libero-spatial-demos
+step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv > "$logs/gpu.txt" 2>&1
+step "demonstrations"
+[ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
+  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --assets "$assets" --out "$data" > "$logs/data.log" 2>&1
+step "ladder: community, compile-per-layer, fp8"
+python3 -m harness train-ladder "$scenario" --target h200 --assets "$assets" --out runs/tl > "$logs/ladder.log" 2>&1
+step "sabotaged compile-per-layer"
+VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time python3 -m harness train-ladder "$scenario" --target h200 \
+  --rungs compile-per-layer --assets "$assets" --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
+python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
+  --rungs compile-per-layer > "$logs/gate-sabotage.log" 2>&1
+echo "exit $?" >> "$logs/gate-sabotage.log"
+step "goal: compile-per-layer, ${GOAL_STEPS:-6000} steps, 20 trials"
+python3 -m harness train-ladder "$scenario" --target h200 --rungs compile-per-layer --steps "${GOAL_STEPS:-6000}" \
+  --trials 20 --assets "$assets" --out runs/tl-goal > "$logs/goal.log" 2>&1
+step "done"
