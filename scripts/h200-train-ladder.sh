@@ -13,7 +13,9 @@ set -uo pipefail
 logs=${1:-/tmp/tl-logs}
 mkdir -p "$logs"
 export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-egl}
-assets=${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}
+# copied out of the carried folder first: a later device call that does not carry it again removes it there
+cp "${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}" /tmp/libero-assets.tar.xz || exit 1
+assets=/tmp/libero-assets.tar.xz
 scenario=scenarios/pi05-libero-train.yaml
 data=runs/datasets/libero-spatial-demos
 step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }

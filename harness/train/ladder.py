@@ -63,7 +63,7 @@ class LadderPlan:
     recipe: Recipe
     eval_settings: dict  # suites, tasks, trials, workers, seed (the scenario's eval block and the flags)
     out: Path
-    append: bool = False
+    resume: bool = False  # continue the train-ladder in `out`
     assets: str | None = None
     device: str | None = None
     max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol

@@ -16,7 +16,8 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--rungs", help="comma-separated rungs to train, in this order (default: train.rungs)")
     p.add_argument("--out", type=Path, help="folder: train-ladder.json and one folder per rung "
                    "(default runs/train-ladder-<scenario>-<target>)")  # fmt: skip
-    p.add_argument("--append", action="store_true", help="add the --rungs to the train-ladder.json in --out")
+    p.add_argument("--resume", action="store_true", help="continue the train-ladder in --out: rungs done are kept, a "
+                   "rung stopped in training or evaluation goes on from where it stopped; --rungs may add rungs")  # fmt: skip
     p.add_argument("--steps", type=int, metavar="N", help="optimizer steps per rung (default: train.steps)")
     p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
     p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
@@ -89,22 +90,23 @@ def plan_from_args(args) -> LadderPlan:
     if error:
         raise RuntimeError(error)
     out = Path(args.out or Path("runs") / f"train-ladder-{scenario.name}-{target.name}")
-    if (out / RESULT_FILE).exists() and not args.append:
-        raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --append)", str(out))
+    if (out / RESULT_FILE).exists() and not args.resume:
+        raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --resume)", str(out))
     check_writable(out / RESULT_FILE, "--out")
     steps = args.steps or block.steps
+    rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
     return LadderPlan(
         scenario=scenario,
         target=target,
         block=block,
-        rungs=_rungs(scenario, block, args.rungs),
+        rungs=rungs,
         reference=block.reference or scenario.rung_names()[0],
-        dataset=_dataset(scenario, target),
+        dataset=_dataset(scenario, target),  # made when missing: after every check of the input
         steps=steps,
         recipe=block_recipe(block, steps),
-        eval_settings=_eval_settings(scenario, args),
+        eval_settings=eval_settings,
         out=out,
-        append=args.append,
+        resume=args.resume,
         assets=args.assets,
         device=args.device,
         max_steps=args.max_steps,
@@ -120,11 +122,11 @@ def cmd_train_ladder(args) -> int:
     try:
         result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])])
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {plan.out / RESULT_FILE} holds the rungs done; --append adds the rest",
+        print(f"\ninterrupted: {plan.out / RESULT_FILE} holds the rungs done; --resume continues",
               file=sys.stderr)  # fmt: skip
         return 130
     print()
     print(train_ladder_table(result))
     print(f"\nresult: {plan.out / RESULT_FILE}")
-    failed = [r["name"] for r in result["train_ladder"]["rungs"] if r["status"] != "ok"]
-    return 1 if failed else 0
+    failed = [r["name"] for r in result["train_ladder"]["rungs"] if r["status"] == "error"]
+    return 1 if failed else 0  # a rung the target cannot train is recorded unsupported, not failed

@@ -17,9 +17,19 @@ def _say(line: str) -> None:
 
 
 def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
-    """`vlabench train` of the rung into OUT/<rung>/, with the ladder's data, steps and recipe."""
+    """`vlabench train` of the rung into OUT/<rung>/, with the ladder's data, steps and recipe; with --resume, a
+    finished training is taken as it is and a stopped one continues from its last checkpoint."""
+    from .checkpoints import saved_checkpoints
+    from .loop import RESULT_FILE as TRAIN_FILE
     from .loop import train
     from .setup import TrainPlan
+
+    folder = rung_dir(plan, rung)
+    if plan.resume and (folder / TRAIN_FILE).exists():
+        done = load_result(folder / TRAIN_FILE)
+        if done["train"].get("steps_done", 0) >= plan.steps and done["train"].get("checkpoints"):
+            _say(f"== {rung}: trained already ({folder / TRAIN_FILE}, {done['train']['steps_done']} steps)")
+            return done
 
     tplan = TrainPlan(
         scenario=plan.scenario,
@@ -27,10 +37,11 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
         target=plan.target,
         dataset=plan.dataset,
         steps=plan.steps,
-        out=rung_dir(plan, rung),
+        out=folder,
         recipe=plan.recipe,
         workers=plan.workers,
         keep=1,
+        resume=plan.resume and bool(saved_checkpoints(folder)),
     )
     return train(tplan, command)
 
@@ -40,6 +51,7 @@ def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[st
     from ..eval.main import EvalConfig, run_eval
 
     s = plan.eval_settings
+    out = rung_dir(plan, rung) / "eval.json"
     cfg = EvalConfig(
         suites=s["suites"],
         tasks=s.get("tasks"),
@@ -47,7 +59,8 @@ def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[st
         policy=plan.scenario.model,
         checkpoint=checkpoint,
         workers=s["workers"],
-        out=rung_dir(plan, rung) / "eval.json",
+        out=out,
+        resume=plan.resume and out.exists(),  # the episodes already run are kept, the rest run
         assets=plan.assets,
         seed=s["seed"],
         device=plan.device,
@@ -120,18 +133,16 @@ def _header(plan: LadderPlan, command: list[str]) -> dict:
 
 
 def _earlier(plan: LadderPlan) -> dict[str, dict]:
-    """With --append: the rungs already in OUT/train-ladder.json (a rung named again is refused)."""
+    """With --resume: the rungs of OUT/train-ladder.json (those ok are kept; the others run again)."""
     path = result_path(plan)
-    if not plan.append or not path.exists():
+    if not plan.resume or not path.exists():
         return {}
     old = load_result(path)
     if old.get("kind") != "train-ladder":
-        raise InputError(str(path), "kind", "a train-ladder result to append to", repr(old.get("kind")))
-    done = {r["name"]: r for r in old["train_ladder"]["rungs"]}
-    again = [r for r in plan.rungs if r in done]
-    if again:
-        raise InputError("--rungs", None, f"rungs not yet in {path}", ", ".join(again))
-    return done
+        raise InputError(str(path), "kind", "a train-ladder result to continue", repr(old.get("kind")))
+    if old["scenario"].get("sha256") != plan.scenario.sha256:
+        raise InputError(str(path), "scenario.sha256", f"a run of {plan.scenario.path} as it is now", "another version")
+    return {r["name"]: r for r in old["train_ladder"]["rungs"]}
 
 
 def _ladder_block(plan: LadderPlan, records: dict[str, dict]) -> dict:
@@ -157,6 +168,9 @@ def run_train_ladder(plan: LadderPlan, command: list[str]) -> dict:
     writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, records)})
     start = time.perf_counter()
     for i, rung in enumerate(plan.rungs, 1):
+        if records.get(rung, {}).get("status") == "ok":
+            _say(f"\n[{i}/{len(plan.rungs)}] {rung}: done already")
+            continue
         _say(f"\n[{i}/{len(plan.rungs)}] {rung} ({(time.perf_counter() - start) / 60:.1f} min so far)")
         records[rung] = run_rung(plan, rung, command)
         writer.update({"train_ladder": _ladder_block(plan, records)})

@@ -1,0 +1,159 @@
+"""`vlabench train-ladder` (train -> evaluate -> gate as one scenario) on the CPU: the whole path at tiny size with
+the real scenario file, --resume, one-line refusals, and the gate of two train-ladder results (success and
+convergence) on result files."""
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "scenarios" / "pi05-libero-train.yaml"
+
+
+def _sim_ready() -> str | None:
+    from harness.eval import sim
+
+    missing = sim.missing_packages()
+    if missing:
+        return f"needs the sim extra (missing: {', '.join(missing)})"
+    if not os.environ.get(sim.ASSETS_ENV):
+        return f"needs LIBERO assets ({sim.ASSETS_ENV})"
+    return None
+
+
+def _smoke(out: Path, *extra: str) -> list[str]:
+    """The CPU smoke of the real scenario: 4 steps per rung, one task, two trials of 10 steps."""
+    return [
+        "train-ladder", str(SCENARIO), "--target", "cpu", "--steps", "4", "--trials", "2", "--tasks", "0",
+        "--eval-workers", "1", "--max-steps", "10", "--device", "cpu", "--workers", "0", "--out", str(out), *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_sim_ready() is not None, reason=str(_sim_ready()))
+def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatch, capsys):
+    """A checkpoint that loads, an eval result, the judgement against the reference and a gate verdict; an
+    unsupported rung is recorded and the ladder goes on; --resume keeps what is done."""
+    monkeypatch.chdir(tmp_path)  # the CPU target's dataset is made under runs/datasets here
+    out = tmp_path / "tl"
+    assert main(_smoke(out, "--rungs", "community,fp8")) == 0  # fp8 cannot train on a CPU: recorded unsupported
+    result = json.loads((out / "train-ladder.json").read_text())
+    assert result["kind"] == "train-ladder" and result["target"]["name"] == "cpu"
+    rungs = {r["name"]: r for r in result["train_ladder"]["rungs"]}
+    community, fp8 = rungs["community"], rungs["fp8"]
+    assert community["status"] == "ok" and community["train"]["steps_done"] == 4
+    assert Path(community["checkpoint"], "model.safetensors").exists()
+    assert community["success_rate"]["libero_spatial"]["trials"] == 2
+    evaluated = json.loads((out / "community" / "eval.json").read_text())
+    assert evaluated["policy"]["checkpoint"] == community["checkpoint"] and len(evaluated["episodes"]) == 2
+    assert fp8["status"] == "unsupported" and "FP8" in fp8["error"]
+    assert result["train_ladder"]["eval"]["trials"] == 2 and result["train_ladder"]["steps"] == 4
+    capsys.readouterr()
+    assert main(["show", str(out / "train-ladder.json")]) == 0
+    table = capsys.readouterr().out
+    assert "community" in table and "0.0% [0%-66%] (0/2)" in table and "unsupported" in table
+    assert main(["gate", str(out / "train-ladder.json"), "--baseline", str(out / "train-ladder.json")]) == 0
+    assert "success rate" in capsys.readouterr().out
+    mtime = (out / "community" / "train.json").stat().st_mtime
+    assert main(_smoke(out, "--rungs", "community", "--resume")) == 0
+    assert "community: done already" in capsys.readouterr().out
+    assert (out / "community" / "train.json").stat().st_mtime == mtime  # not trained again
+
+
+def _rung(name: str, successes: int, trials: int, losses: list[float], sabotaged: bool = False) -> dict:
+    train = {"rung": name, "losses": losses, "samples_per_s": 100.0, "steps_done": len(losses)}
+    if sabotaged:
+        train["test_train_sabotage"] = {"mode": "freeze-time"}
+    rate = {"successes": successes, "trials": trials, "rate": successes / trials, "wilson_low": 0.0,
+            "wilson_high": 1.0, "errors": 0}  # fmt: skip
+    return {"name": name, "status": "ok", "train": train, "success_rate": {"libero_spatial": rate}}
+
+
+def _ladder_result(rung: dict) -> dict:
+    return {
+        "schema": "vlabench.result/1",
+        "kind": "train-ladder",
+        "scenario": {"name": "pi05-libero-train", "sha256": "x"},
+        "target": {"name": "h200"},
+        "provenance": {"git_sha": "abc", "dirty": False},
+        "workload": {"model": "pi05", "batch_size": 64},
+        "rungs": [],
+        "train_ladder": {"reference": "community", "steps": 200, "convergence_tolerance": 0.1, "rungs": [rung]},
+    }
+
+
+def test_the_gate_fails_a_rung_that_learns_less(tmp_path, capsys):
+    """Success 6/100 against 60/100 and a final loss 40% high: both checks FAIL (exit 1); the same rung against
+    itself passes, and `record` refuses the sabotaged result."""
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps(_ladder_result(_rung("compile-per-layer", 60, 100, [1.0] * 180 + [0.10] * 20))))
+    bad = tmp_path / "sabotaged.json"
+    bad.write_text(json.dumps(_ladder_result(_rung("compile-per-layer", 6, 100, [1.0] * 180 + [0.14] * 20, True))))
+    assert main(["gate", str(bad), "--baseline", str(clean)]) == 1
+    out = capsys.readouterr().out
+    assert "compile-per-layer libero_spatial  success rate  FAIL" in out
+    assert "compile-per-layer                 convergence   FAIL" in out and "+40.0%" in out
+    assert "VLABENCH_TEST_TRAIN_SABOTAGE" in out
+    assert main(["gate", str(clean), "--baseline", str(clean)]) == 0
+    assert main(["record", str(bad), "--results-dir", str(tmp_path / "results")]) == 2
+    assert "VLABENCH_TEST_TRAIN_SABOTAGE" in capsys.readouterr().err
+
+
+def test_the_judgement_against_the_reference(tmp_path):
+    from harness.train.ladder import TrainBlock
+    from harness.train.ladder_judge import judge
+
+    ref = _rung("community", 12, 20, [1.0] * 90 + [0.10] * 10)
+    fast = copy.deepcopy(_rung("fp8", 11, 20, [1.0] * 90 + [0.104] * 10))
+    fast["train"]["samples_per_s"] = 250.0
+    verdicts = judge({"community": ref, "fp8": fast}, "community", TrainBlock(steps=100))["fp8"]
+    assert verdicts["speedup"] == pytest.approx(2.5)
+    assert verdicts["convergence"]["passed"] and verdicts["convergence"]["rel_diff"] == pytest.approx(0.04)
+    assert [c["verdict"] for c in verdicts["success"]] == ["pass"]  # 55% against 60%: within 5 points
+    failed = {**ref, "status": "error"}
+    assert judge({"community": failed, "fp8": fast}, "community", TrainBlock(steps=100)) == {}
+
+
+def _scenario(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.read_text().replace("  demonstrations_from_trial: 20\n", text))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("block", "flags", "message"),
+    [
+        ("  rungs: [community, bogus]\n", [], "train.rungs: expected rungs of the ladder"),
+        ("  demonstrations_from_trial: 5\n", [], "train.demonstrations_from_trial: expected evaluation trials (10)"),
+        ("  demonstrations_from_trial: 20\n", ["--trials", "25"], "evaluation trials (25)"),
+        ("  demonstrations_from_trial: 20\n  bogus: 1\n", [], "train.bogus: expected a known key"),
+        ("  demonstrations_from_trial: 20\n", ["--rungs", "nope"], "--rungs: expected rungs of the ladder"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, block, flags, message):
+    monkeypatch.chdir(tmp_path)
+    path = _scenario(tmp_path, block)
+    code = main(["train-ladder", path, "--target", "cpu", "--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_make_dataset_first_trial_needs_libero(tmp_path, capsys):
+    argv = [
+        "make-dataset",
+        "--source",
+        "synthetic",
+        "--episodes",
+        "2",
+        "--first-trial",
+        "3",
+        "--out",
+        str(tmp_path / "d"),
+    ]
+    assert main(argv) == 2
+    assert "--first-trial: expected a non-negative state index, with --source libero" in capsys.readouterr().err
