@@ -18,7 +18,7 @@ class Backend:
     # None: the host (timed with the host clock, memory as the process's peak resident set)
     api: str | None
     extension: str | None  # the module that registers the backend with torch, imported only when asked for
-    extra: str | None  # the vlabench extra that installs the extension (pip install vlabench[extra])
+    extra: str | None  # the vlabench extra that installs the extension (its hint: models.extras.pip_install)
     process_group: str  # torch.distributed's backend for data-parallel rungs
     set_device_per_rank: bool  # each rank selects its local device before the process group starts
     # allocator settings put into each rung process's environment (before torch starts): expandable segments
