@@ -241,6 +241,7 @@ def cmd_floor(args) -> int:
             "backend": target.backend,
             "device_name": device.device_name(),
             "device_count": device.device_count(),
+            "listed_in_scenario": scenario.lists_target(target.name),
         },
         "provenance": provenance(["vlabench", *args.argv]),
         "workload": workload,

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import torch
 import torch.distributed as dist
 
-PROCESS_GROUP_BACKEND = {"cuda": "nccl", "npu": "hccl", "cpu": "gloo"}
+from .backends import BACKENDS, get_backend
+
+# torch.distributed's backend per device type, as the backend table gives it
+PROCESS_GROUP_BACKEND = {name: b.process_group for name, b in BACKENDS.items()}
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,10 @@ def context_from_env() -> DistContext:
 
 def init_process_group(ctx: DistContext, device_type: str) -> None:
     if not dist.is_initialized():
-        if device_type == "cuda":
-            torch.cuda.set_device(ctx.local_rank)
-        dist.init_process_group(
-            PROCESS_GROUP_BACKEND[device_type], init_method="env://", world_size=ctx.world_size, rank=ctx.rank
-        )
+        backend = get_backend(device_type)
+        if backend.set_device_per_rank:
+            backend.torch_api().set_device(ctx.local_rank)
+        dist.init_process_group(backend.process_group, init_method="env://", world_size=ctx.world_size, rank=ctx.rank)
 
 
 def shard(batch: dict, ctx: DistContext) -> dict:

@@ -1,7 +1,8 @@
 """Hardware targets (what a scenario can run on) and a small device abstraction over cpu, cuda and npu.
 
 A target names a kind of machine and the figures tables need from it (peak FLOP/s for MFU, memory);
-a `Device` is the live backend the runner times and measures on.
+a `Device` is the live backend the runner times and measures on. What each backend is (its torch API, process
+group, allocator settings, probe kernel) is read from the one table in harness/backends.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import torch
 
 from models.extras import pip_install
 
+from .backends import BACKENDS, get_backend
+
 # Capabilities a rung may `require`; a target lacking one records the rung as unsupported.
 # multi-process: the rung runs in several data-parallel processes (`vlabench run --nproc N`, N > 1)
 Capability = Literal["fp8", "flex-backward", "compile", "multi-process"]
@@ -28,7 +31,7 @@ KNOWN_CAPABILITIES = frozenset(get_args(Capability))
 @dataclass(frozen=True)
 class Target:
     name: str
-    backend: str  # "cpu" | "cuda" | "npu"
+    backend: str  # a key of harness.backends.BACKENDS: "cpu" | "cuda" | "npu"
     device_match: str | None  # substring of the torch device name identifying it; None = generic
     peak_bf16_flops: float | None  # dense, per device; None where no honest figure exists
     peak_fp8_flops: float | None
@@ -91,14 +94,19 @@ def get_target(name: str) -> Target:
 
 
 def detect_target() -> Target:
-    """The target matching this machine: a named GPU if its device name matches, else the generic one."""
-    if torch.cuda.is_available():
-        return _match_device_name("cuda", torch.cuda.get_device_name(0))
-    # Only look for torch_npu when it is installed: importing it is slow and has side effects.
-    if importlib.util.find_spec("torch_npu") is not None:
-        importlib.import_module("torch_npu")
-        if torch.npu.is_available():
-            return _match_device_name("npu", torch.npu.get_device_name(0))
+    """The target matching this machine: a named GPU if its device name matches, else the generic one (the
+    accelerator backends in the table's order, then the host)."""
+    for backend in BACKENDS.values():
+        if not backend.accelerator:
+            continue
+        # Only import an extension (torch_npu) when it is installed: importing it is slow and has side effects.
+        if backend.extension is not None:
+            if importlib.util.find_spec(backend.extension) is None:
+                continue
+            importlib.import_module(backend.extension)
+        api = backend.torch_api()
+        if api is not None and api.is_available():
+            return _match_device_name(backend.name, api.get_device_name(0))
     return TARGETS["cpu"]
 
 
@@ -109,12 +117,8 @@ def _match_device_name(backend: str, device_name: str) -> Target:
     return TARGETS[backend]
 
 
-# Allocator settings per backend, put into each rung process's environment (before torch starts):
-# expandable segments let the caching allocator grow blocks instead of fragmenting on a ladder whose
-# rungs change activation shapes.
-ALLOCATOR_ENV = {
-    "npu": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"},
-}
+# Allocator settings per backend for each rung process's environment, as the backend table gives them.
+ALLOCATOR_ENV = {name: dict(b.allocator_env) for name, b in BACKENDS.items() if b.allocator_env}
 
 
 def capabilities(target: Target, nproc: int = 1) -> frozenset[str]:
@@ -158,12 +162,11 @@ class Device:
     """
 
     def __init__(self, backend: str, index: int | None = None):
-        if backend not in ("cpu", "cuda", "npu"):
-            raise ValueError(f"unknown backend {backend!r}; expected cpu, cuda or npu")
+        self.info = get_backend(backend)  # ValueError for a backend the table does not have
         self.backend = backend
         self.torch_device = torch.device(backend, index) if index is not None else torch.device(backend)
-        # torch.npu mirrors the torch.cuda API, so both accelerators share the code below.
-        self._api = None if backend == "cpu" else getattr(torch, backend)
+        # torch.npu mirrors the torch.cuda API, so every accelerator shares the code below.
+        self._api = self.info.torch_api()
 
     def __repr__(self):
         return f"Device({self.torch_device})"
@@ -227,13 +230,15 @@ class Device:
 
 
 def get_device(backend: str, index: int | None = None, target_name: str | None = None) -> Device:
-    """The device for a backend; npu imports torch_npu here, only when it is asked for."""
-    if backend == "npu":
+    """The device for a backend; a backend's extension (torch_npu) is imported here, only when it is asked for."""
+    info = get_backend(backend)
+    if info.extension is not None:
         try:
-            importlib.import_module("torch_npu")
+            importlib.import_module(info.extension)
         except ImportError as e:
             raise RuntimeError(
-                f"target {target_name or 'npu'} needs torch_npu; install vlabench[npu]: {pip_install('npu')}"
+                f"target {target_name or backend} needs {info.extension}; install vlabench[{info.extra}]: "
+                f"{pip_install(info.extra)}"
             ) from e
     elif backend == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(

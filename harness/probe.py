@@ -7,7 +7,7 @@ work in every run, so if the probe ran N% slower in one run than in the other, t
 The gate uses it to call such a comparison inconclusive instead of a regression.
 
 The kernel is a square matmul in the device's working precision, repeated a number of times calibrated
-once per rung so that one probe takes about PROBE_S: long enough to span several scheduler time slices (a
+once per rung so that one probe takes about the backend's `probe_s` (harness/backends.py, with its size and dtype): long enough to span several scheduler time slices (a
 short probe could fit between a competing process's slices and miss it), short against a step. Runs are
 compared in matmuls per second, so a different repeat count does not matter.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-PROBE_S = {"cpu": 0.025, "cuda": 0.005, "npu": 0.005}
-SIZE = {"cpu": 256, "cuda": 4096, "npu": 4096}
+from .backends import get_backend
+
 HOST_OPS = 1000  # about 1-3 ms of dispatch on a server CPU
 
 
@@ -39,16 +39,16 @@ class MachineProbe:
     host_times_s: list[float] = field(default_factory=list)  # accelerators only: the host dispatch probe
 
     def __post_init__(self):
-        backend = self.device.backend
-        self.size = SIZE[backend]
-        dtype = torch.float32 if backend == "cpu" else torch.bfloat16
+        backend = get_backend(self.device.backend)
+        self.size = backend.probe_size
+        dtype = backend.torch_probe_dtype
         gen = torch.Generator().manual_seed(0)
         self._a = torch.randn(self.size, self.size, generator=gen).to(self.device.torch_device, dtype)
         self._b = torch.randn(self.size, self.size, generator=gen).to(self.device.torch_device, dtype)
         self._run(1)  # first call: allocation, library set-up
         once = self._time(1)
-        self.repeats = max(1, round(PROBE_S[backend] / max(once, 1e-6)))
-        self._host = torch.zeros(1) if backend != "cpu" else None
+        self.repeats = max(1, round(backend.probe_s / max(once, 1e-6)))
+        self._host = torch.zeros(1) if backend.accelerator else None
 
     def _run(self, repeats: int) -> None:
         for _ in range(repeats):
@@ -79,7 +79,7 @@ class MachineProbe:
         return time.perf_counter() - start
 
     def record(self) -> dict:
-        dtype = "fp32" if self.device.backend == "cpu" else "bf16"
+        dtype = get_backend(self.device.backend).probe_dtype
         return {
             "kernel": f"{dtype} matmul {self.size}x{self.size}x{self.size}",
             "repeats": self.repeats,

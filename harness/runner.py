@@ -279,6 +279,7 @@ def result_header(scenario: Scenario, target: Target, workload: dict, caps: froz
             "peak_fp8_flops": target.peak_fp8_flops,
             "peak_source": target.peak_source,
             "capabilities": sorted(caps),
+            "listed_in_scenario": scenario.lists_target(target.name),
         },
         "provenance": {**provenance(plan.command), "run_id": uuid.uuid4().hex[:12]},
         "workload": workload,

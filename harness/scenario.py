@@ -110,7 +110,8 @@ class Scenario:
     sha256: str
     workload: Workload
     ladder: tuple[Rung, ...]
-    targets: dict[str, dict]  # per-target workload overrides, already checked
+    # per-target workload overrides, already checked; a known target not listed here runs the workload unchanged
+    targets: dict[str, dict]
     description: str | None = None
     eval: dict | None = None  # kept raw; its schema belongs to the evaluation
     train: dict | None = None  # kept raw; its schema belongs to `vlabench train-ladder`
@@ -120,15 +121,18 @@ class Scenario:
     substitutes: dict[str, dict] = dataclasses.field(default_factory=dict)
     parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
 
+    def lists_target(self, target_name: str) -> bool:
+        """Whether the scenario's `targets:` has an entry for the target (with its overrides and substitutes)."""
+        return target_name in self.targets
+
     def workload_for(self, target_name: str) -> Workload:
-        if target_name not in self.targets:
+        """The workload on a target: the scenario's with the target's overrides, or unchanged for a known target
+        the scenario does not list (a new GPU needs no entry in every scenario)."""
+        if target_name not in TARGETS:
             raise ScenarioError(
-                self.path,
-                "targets",
-                "one of the scenario's targets (" + ", ".join(self.targets) + ")",
-                f"{target_name!r}",
+                self.path, "targets", "a known target (" + ", ".join(TARGETS) + ")", f"unknown target {target_name!r}"
             )
-        return dataclasses.replace(self.workload, **self.targets[target_name])
+        return dataclasses.replace(self.workload, **self.targets.get(target_name, {}))
 
     def rung_names(self) -> list[str]:
         return [rung.name for rung in self.ladder]

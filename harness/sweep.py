@@ -46,7 +46,12 @@ def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
         rungs.append(Rung(f"recompute-{group}", rec, {**options, **rec}, loader_cumulative=loader))
     targets = {name: {**overrides, **workload_overrides} for name, overrides in scenario.targets.items()}
     return dataclasses.replace(
-        scenario, name=f"{scenario.name}-recompute-sweep", ladder=tuple(rungs), targets=targets, parity_baseline=None
+        scenario,
+        name=f"{scenario.name}-recompute-sweep",
+        ladder=tuple(rungs),
+        workload=dataclasses.replace(scenario.workload, **workload_overrides),  # for a target the scenario omits
+        targets=targets,
+        parity_baseline=None,
     )
 
 

@@ -1,6 +1,7 @@
 """What every family's checkpoint loading shares: safetensors files only (never pickle), a single
-`model.safetensors` or shards named by `model.safetensors.index.json`, one-line errors naming the file, and the
-size whose parameter shapes a state dict matches."""
+`model.safetensors` or shards named by `model.safetensors.index.json`, one-line errors naming the file, the strict
+mapping of reference names onto ours, the size whose parameter shapes a state dict matches, and building the plain
+model of that size with the weights in."""
 
 from __future__ import annotations
 
@@ -52,6 +53,41 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
     if not tensors:
         raise CheckpointError(f"{path}: the safetensors file holds no tensors")
     return tensors
+
+
+def expand_layer_rules(rules, layers: dict[str, int]) -> dict[str, str]:
+    """(our name, reference name) patterns with `{n}` -> every layer's names, in the order of the rules; `layers`
+    counts the layers of each stack, by the first part of our name (e.g. {"vision": 27, "llm": 16})."""
+    names = {}
+    for ours, ref in rules:
+        for n in range(layers[ours.split(".", 1)[0]]):
+            names[ours.format(n=n)] = ref.format(n=n)
+    return names
+
+
+def map_reference(tensors: dict, names: dict[str, str], what: str, source: str = "checkpoint") -> dict:
+    """Reference-named tensors under our names (`names`: ours -> reference); strict about missing and unknown keys,
+    in one line naming the source and a few of each."""
+    missing = [ref for ref in names.values() if ref not in tensors]
+    unknown = sorted(set(tensors) - set(names.values()))
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing (e.g. {', '.join(missing[:3])})")
+        if unknown:
+            parts.append(f"{len(unknown)} unknown (e.g. {', '.join(unknown[:3])})")
+        raise CheckpointError(f"{source}: keys do not match the {what} layout: " + "; ".join(parts))
+    return {ours: tensors[ref] for ours, ref in names.items()}
+
+
+def load_plain(model_class, cfg, state: dict, device, dtype: torch.dtype):
+    """The plain model of `cfg` (built on the meta device, then materialised on `device`) with `state` loaded
+    strictly, in `dtype`, in eval mode."""
+    with torch.device("meta"):
+        model = model_class(cfg)
+    model = model.to_empty(device=device)
+    model.load_state_dict(state, strict=True)
+    return model.to(dtype).eval()
 
 
 def infer_size(model_class, sizes: dict, shapes: dict[str, tuple], what: str, source: str = "checkpoint") -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, get_args, get_type_hints
 
 import torch
 from torch import nn
@@ -148,21 +148,28 @@ class ModelFamily:
 
     def recompute_options(self, patterns: tuple[str, ...]) -> dict:
         """The options that, merged over a rung's, recompute exactly the modules matching `patterns` (nothing
-        when empty). Only asked of a family with recompute groups."""
-        raise NotImplementedError(f"{self.name} has no recompute option")
+        when empty). Only asked of a family with recompute groups. The default writes the conventional option
+        `recompute: {patterns: [...]}` (or `recompute: none`); a family spelling it otherwise overrides this."""
+        if not self.recompute_groups():
+            raise NotImplementedError(f"{self.name} has no recompute option")
+        return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
 
     def compile_modes(self) -> tuple[str, ...]:
-        """The values of the family's compile option, the one that compiles nothing first; empty without one."""
-        return ()
+        """The values of the family's compile option, the one that compiles nothing first; empty without one.
+        The default reads them off the `compile` field of `options_type` (a Literal), if it has one."""
+        hint = _field_types(getattr(self, "options_type", None)).get("compile")
+        return get_args(hint) if hint is not None else ()
 
     def compile_options(self, mode: str) -> dict:
         """The options that, merged over a rung's, set the compile mode (one of compile_modes())."""
-        raise NotImplementedError(f"{self.name} has no compile option")
+        if not self.compile_modes():
+            raise NotImplementedError(f"{self.name} has no compile option")
+        return {"compile": mode}
 
     def ddp_flags(self, options) -> DdpFlags | None:
         """The rung's DistributedDataParallel flags, or None for DDP's defaults (several processes) or no
-        DDP wrapper (one process)."""
-        return None
+        DDP wrapper (one process). The default is the options' `ddp` field (a DdpFlags or None), if any."""
+        return getattr(options, "ddp", None)
 
     # -- building and training
     def build(self, size: str, options, workload: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Built:
@@ -197,8 +204,9 @@ class ModelFamily:
         raise NotImplementedError
 
     def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
-        """Scalar training loss for a batch (through `model(...)`, so that a DDP wrapper sees the forward)."""
-        raise NotImplementedError
+        """Scalar training loss for a batch (through `model(...)`, so that a DDP wrapper sees the forward). The
+        default calls the model, whose forward is the loss."""
+        return model(batch)
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
@@ -214,6 +222,16 @@ class ModelFamily:
         """Every forward GEMM (models.floor.Gemm) and attention call (models.floor.Attention) of a training step,
         for the kernel floor; backward is derived from them."""
         raise NotImplementedError(f"no kernel floor for {self.name} yet")
+
+
+def _field_types(options_type: type | None) -> dict:
+    """The resolved field types of an options dataclass (Annotated stripped); empty when it has none."""
+    if options_type is None:
+        return {}
+    try:
+        return get_type_hints(options_type)
+    except (NameError, TypeError):
+        return {}
 
 
 def standard_step(

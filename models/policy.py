@@ -97,6 +97,14 @@ def random_model(model_class, sizes: dict, size: str, device: torch.device, init
     return model
 
 
+def observation_noise(observations: list[dict], shape: tuple[int, ...]) -> torch.Tensor:
+    """The initial noise [N, *shape] of a batch of observations on the CPU, one generator per observation seeded with
+    its `noise_seed`: an episode's noise does not depend on which others share its batch."""
+    return torch.stack(
+        [torch.randn(shape, generator=torch.Generator().manual_seed(int(o.get("noise_seed", 0)))) for o in observations]
+    )
+
+
 def read_json(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text())

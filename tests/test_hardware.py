@@ -83,3 +83,19 @@ def test_cuda_without_gpu_is_a_clear_error():
 def test_unknown_backend():
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         hardware.Device("tpu")
+
+
+def test_one_backend_table_serves_targets_devices_process_groups_and_probes():
+    from harness import distributed, probe
+    from harness.backends import BACKENDS, get_backend
+
+    assert {t.backend for t in TARGETS.values()} <= set(BACKENDS)
+    assert distributed.PROCESS_GROUP_BACKEND == {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+    assert hardware.ALLOCATOR_ENV == {"npu": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}}
+    cpu = get_backend("cpu")
+    assert not cpu.accelerator and cpu.torch_api() is None and hardware.Device("cpu").info is cpu
+    assert get_backend("cuda").torch_api() is torch.cuda
+    record = probe.MachineProbe(hardware.Device("cpu")).record()
+    assert record["kernel"] == f"fp32 matmul {cpu.probe_size}x{cpu.probe_size}x{cpu.probe_size}"
+    with pytest.raises(ValueError, match="unknown backend 'tpu'; expected cpu, cuda, npu"):
+        get_backend("tpu")

@@ -63,8 +63,12 @@ def test_valid_scenario(tmp_path):
     assert cpu.lr == 1e-4 and isinstance(cpu.lr, float)  # YAML 1.1 reads 1e-4 as a string
     assert s.workload_for("h200") == s.workload
     assert s.workload_for("h200").as_dict()["batch_size"] == 32
-    with pytest.raises(ScenarioError, match=r"targets: expected one of the scenario's targets \(cpu, h200\)"):
-        s.workload_for("cuda")
+    assert s.workload_for("cuda") == s.workload  # a known target the scenario does not list: the workload unchanged
+    assert not s.lists_target("cuda") and s.lists_target("h200")
+    with pytest.raises(
+        ScenarioError, match=r"targets: expected a known target \(cpu, h200, .*\), got unknown target 'tpu'"
+    ):
+        s.workload_for("tpu")
 
 
 def test_missing_file(tmp_path):

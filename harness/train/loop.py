@@ -139,6 +139,7 @@ def result_header(plan: TrainPlan, spec: dict, training: Training, command: list
             "backend": t.backend,
             "device_name": device.device_name(),
             "device_count": device.device_count(),
+            "listed_in_scenario": s.lists_target(t.name),
         },
         "provenance": {**provenance(command), "run_id": uuid.uuid4().hex[:12]},
         "workload": spec["workload"],

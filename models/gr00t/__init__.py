@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import torch
 
-from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
+from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
 from .flops import forward_flops_per_sample, train_flops_per_sample
 from .graphs import GraphedStep
 from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
-from .options import Compile, Gr00tOptions, parse_options
+from .options import Gr00tOptions, parse_options
 from .processor import Gr00tProcessor, make_processor
 from .techniques import apply_options, count_parameters, set_tf32, weight_decay_groups
 
@@ -113,15 +111,6 @@ class Gr00tFamily(ModelFamily):
             "dit-blocks": ("dit.blocks.*",),
         }
 
-    def recompute_options(self, patterns: tuple[str, ...]) -> dict:
-        return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
-
-    def compile_modes(self) -> tuple[str, ...]:
-        return get_args(Compile)
-
-    def compile_options(self, mode: str) -> dict:
-        return {"compile": mode}
-
     def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         """The plain model with N1.6 fine-tuning's trainable set and precision (frozen bf16, trainable fp32 under
         bf16 autocast, TF32 on, for a bf16 workload; all fp32 otherwise), then the rung's switches."""
@@ -167,12 +156,6 @@ class Gr00tFamily(ModelFamily):
         from .policy import Gr00tPolicy
 
         return Gr00tPolicy(checkpoint, **kwargs)
-
-    def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
-        return model(batch)  # through __call__, so that a DDP wrapper sees the forward
-
-    def ddp_flags(self, options: Gr00tOptions) -> DdpFlags | None:
-        return options.ddp
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the

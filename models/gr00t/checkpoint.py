@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoints
+from .. import checkpoints, siglip
 from ..checkpoints import CheckpointError
 from .config import SIZES, Gr00tConfig
 
@@ -33,24 +33,10 @@ POOLING_HEAD_PREFIX = f"{_VISION}.head."
 MASK_TOKEN_KEY = "action_head.mask_token"
 
 
-def _layer_rules() -> list[tuple[str, str, str]]:
-    """(which stack, our name, reference name) patterns; `{n}` is the layer index."""
+def _layer_rules() -> list[tuple[str, str]]:
+    """(our name, reference name) patterns; `{n}` is the layer index."""
     both = ("weight", "bias")
-    vision = [
-        ("norm1", "layer_norm1"),
-        ("norm2", "layer_norm2"),
-        ("attn.q_proj", "self_attn.q_proj"),
-        ("attn.k_proj", "self_attn.k_proj"),
-        ("attn.v_proj", "self_attn.v_proj"),
-        ("attn.out_proj", "self_attn.out_proj"),
-        ("mlp.fc1", "mlp.fc1"),
-        ("mlp.fc2", "mlp.fc2"),
-    ]
-    rules = [
-        ("vision", f"vision.layers.{{n}}.{o}.{p}", f"{_VISION}.encoder.layers.{{n}}.{r}.{p}")
-        for o, r in vision
-        for p in both
-    ]
+    rules = siglip.layer_rules("vision", _VISION)
     llm = [
         ("input_norm", "input_layernorm"),
         ("post_norm", "post_attention_layernorm"),
@@ -64,7 +50,7 @@ def _layer_rules() -> list[tuple[str, str, str]]:
         ("mlp.up_proj", "mlp.up_proj"),
         ("mlp.down_proj", "mlp.down_proj"),
     ]
-    rules += [("llm", f"llm.layers.{{n}}.{o}.weight", f"{_LLM}.model.layers.{{n}}.{r}.weight") for o, r in llm]
+    rules += [(f"llm.layers.{{n}}.{o}.weight", f"{_LLM}.model.layers.{{n}}.{r}.weight") for o, r in llm]
     dit = [
         ("norm1.linear", "norm1.linear"),
         ("attn.to_q", "attn1.to_q"),
@@ -74,17 +60,13 @@ def _layer_rules() -> list[tuple[str, str, str]]:
         ("ff.fc1", "ff.net.0.proj"),
         ("ff.fc2", "ff.net.2"),
     ]
-    rules += [
-        ("dit", f"dit.blocks.{{n}}.{o}.{p}", f"{_DIT}.transformer_blocks.{{n}}.{r}.{p}") for o, r in dit for p in both
-    ]
+    rules += [(f"dit.blocks.{{n}}.{o}.{p}", f"{_DIT}.transformer_blocks.{{n}}.{r}.{p}") for o, r in dit for p in both]
     return rules
 
 
 def _single_rules(cfg: Gr00tConfig) -> list[tuple[str, str]]:
     both = ("weight", "bias")
-    rules = [(f"vision.patch_embed.{p}", f"{_VISION}.embeddings.patch_embedding.{p}") for p in both]
-    rules += [("vision.pos_embed.weight", f"{_VISION}.embeddings.position_embedding.weight")]
-    rules += [(f"vision.post_norm.{p}", f"{_VISION}.post_layernorm.{p}") for p in both]
+    rules = siglip.embedding_rules("vision", _VISION)
     rules += [
         (f"mlp1.{o}.{p}", f"backbone.model.mlp1.{i}.{p}")
         for o, i in (("norm", 0), ("fc1", 1), ("fc2", 3))
@@ -117,12 +99,8 @@ def _single_rules(cfg: Gr00tConfig) -> list[tuple[str, str]]:
 
 def reference_names(cfg: Gr00tConfig) -> dict[str, str]:
     """Our parameter name -> the released checkpoint's name, for every parameter of a model with `cfg`."""
-    names = dict(_single_rules(cfg))
     layers = {"vision": cfg.vision.layers, "llm": cfg.llm.layers, "dit": cfg.dit.layers}
-    for stack, ours, ref in _layer_rules():
-        for n in range(layers[stack]):
-            names[ours.format(n=n)] = ref.format(n=n)
-    return names
+    return {**dict(_single_rules(cfg)), **checkpoints.expand_layer_rules(_layer_rules(), layers)}
 
 
 def to_our_state_dict(tensors: dict[str, torch.Tensor], cfg: Gr00tConfig, source: str = "checkpoint") -> dict:
@@ -136,16 +114,7 @@ def to_our_state_dict(tensors: dict[str, torch.Tensor], cfg: Gr00tConfig, source
     names = reference_names(cfg)
     if MASK_TOKEN_KEY not in names.values():
         tensors.pop(MASK_TOKEN_KEY, None)
-    missing = [ref for ref in names.values() if ref not in tensors]
-    unknown = sorted(set(tensors) - set(names.values()))
-    if missing or unknown:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing (e.g. {', '.join(missing[:3])})")
-        if unknown:
-            parts.append(f"{len(unknown)} unknown (e.g. {', '.join(unknown[:3])})")
-        raise CheckpointError(f"{source}: keys do not match the GR00T N1.6 layout: " + "; ".join(parts))
-    return {ours: tensors[ref] for ours, ref in names.items()}
+    return checkpoints.map_reference(tensors, names, "GR00T N1.6", source)
 
 
 def to_reference_state_dict(state: dict[str, torch.Tensor], cfg: Gr00tConfig) -> dict:
@@ -202,8 +171,4 @@ def load_gr00t(path, device="cpu", dtype: torch.dtype = torch.float32):
 
     state = read_checkpoint(path)
     size = infer_size({k: tuple(v.shape) for k, v in state.items()}, str(path))
-    with torch.device("meta"):
-        model = Gr00tModel(SIZES[size])
-    model = model.to_empty(device=device)
-    model.load_state_dict(state, strict=True)
-    return model.to(dtype).eval(), size
+    return checkpoints.load_plain(Gr00tModel, SIZES[size], state, device, dtype), size

@@ -21,52 +21,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..siglip import VisionLayer
 from .attention import attend, causal_padding_mask, key_mask
 from .config import DiTConfig, Gr00tConfig, LLMConfig, VisionConfig
 
 # ----------------------------------------------------------------------------- vision (SigLIP2)
 
 
-class VisionAttention(nn.Module):
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.heads, self.head_dim = cfg.heads, cfg.width // cfg.heads
-        self.q_proj = nn.Linear(cfg.width, cfg.width)
-        self.k_proj = nn.Linear(cfg.width, cfg.width)
-        self.v_proj = nn.Linear(cfg.width, cfg.width)
-        self.out_proj = nn.Linear(cfg.width, cfg.width)
-        self.kind = "sdpa"
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = (
-            p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
-        )
-        out = attend(q, k, v, None, self.kind)  # every patch of the image, no windows (use_windows_attn: false)
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
-
-
-class VisionMLP(nn.Module):
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.fc1 = nn.Linear(cfg.width, cfg.mlp)
-        self.fc2 = nn.Linear(cfg.mlp, cfg.width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
-
-
-class VisionLayer(nn.Module):
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(cfg.width, eps=cfg.eps)
-        self.attn = VisionAttention(cfg)
-        self.norm2 = nn.LayerNorm(cfg.width, eps=cfg.eps)
-        self.mlp = VisionMLP(cfg)
-
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+def vision_kernel(q, k, v, kind: str) -> torch.Tensor:
+    """SigLIP2's attention over every patch of the image, no windows (use_windows_attn: false)."""
+    return attend(q, k, v, None, kind)
 
 
 def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
@@ -101,7 +65,7 @@ class SiglipVision(nn.Module):
         self.cfg = cfg
         self.patch_embed = nn.Linear(3 * cfg.patch_size**2, cfg.width)
         self.pos_embed = nn.Embedding(cfg.position_grid**2, cfg.width)
-        self.layers = nn.ModuleList(VisionLayer(cfg) for _ in range(cfg.layers))
+        self.layers = nn.ModuleList(VisionLayer(cfg, vision_kernel, "sdpa") for _ in range(cfg.layers))
         self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
 
     def forward(self, images):  # [N, 3, H, W] in [-1, 1] -> [N, patches, width]

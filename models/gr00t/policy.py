@@ -7,7 +7,14 @@ import time
 import numpy as np
 import torch
 
-from ..policy import EvalPolicy, PolicyError, device_and_dtype, random_model, resolve_checkpoint
+from ..policy import (
+    EvalPolicy,
+    PolicyError,
+    device_and_dtype,
+    observation_noise,
+    random_model,
+    resolve_checkpoint,
+)
 
 ACTION_DIM = 7  # LIBERO's action (a 6-d end-effector delta and the gripper), unless the caller says otherwise
 SEED = 7
@@ -103,16 +110,7 @@ class Gr00tPolicy(EvalPolicy):
     @torch.no_grad()
     def infer(self, observations: list[dict]) -> list[np.ndarray]:
         batch = self.processor.observation_batch(observations)
-        # One generator per observation: an episode's noise does not depend on which others share its batch.
-        noise = torch.stack(
-            [
-                torch.randn(
-                    (self.horizon, self.cfg.head.action_dim),
-                    generator=torch.Generator().manual_seed(int(o.get("noise_seed", 0))),
-                )
-                for o in observations
-            ]
-        )
+        noise = observation_noise(observations, (self.horizon, self.cfg.head.action_dim))
         start = time.perf_counter()
         batch = self.processor.finish({k: v.to(self.device) for k, v in batch.items()}, self.dtype)
         actions = self.model.sample_actions(batch, noise=noise.to(self.device, self.dtype))

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ..normalize import Normalizer
+from ..processing import ProcessorSteps
 from ..tokenizers import StandInTokenizer, Tokenizer
 from .batch import LIBERO_PANDA, sample_beta
 from .config import Gr00tConfig
@@ -109,7 +110,7 @@ def min_max(stats: dict, what: str, percentiles: bool = False, clip: bool = True
 
 
 @dataclass
-class Gr00tProcessor:
+class Gr00tProcessor(ProcessorSteps):
     tokenizer: Tokenizer
     special: dict[str, int]  # ids of the template's special tokens (special_ids)
     image_size: int = 224
@@ -231,16 +232,6 @@ class Gr00tProcessor:
         out["images"] = self.images(out.pop("frames"))
         return {k: v.to(dtype) if v.is_floating_point() and k != "beta_sample" else v for k, v in out.items()}
 
-    def training_batch(
-        self,
-        samples: list[dict],
-        cameras: tuple[str, ...],
-        generator: torch.Generator,
-        dtype: torch.dtype = torch.float32,
-    ) -> dict:
-        """collate, prepare and finish in one go, on the CPU (tests, small tools)."""
-        return self.finish(self.prepare(self.collate(samples, cameras), generator), dtype)
-
     # -- evaluation
     def observation_batch(self, observations: list[dict], cameras=("image", "wrist_image")) -> dict:
         """Inference inputs from LIBERO observations ({camera: uint8 HxWx3, "state", "prompt"}), on the CPU;
@@ -252,10 +243,6 @@ class Gr00tProcessor:
             "task": [o["prompt"] for o in observations],
         }
         return self.prepare(raw)
-
-    def actions_out(self, actions: np.ndarray, dims: int) -> np.ndarray:
-        """Model actions [H, action_dim] -> the robot's first `dims` dimensions, unnormalised."""
-        return self.action_norm.unnormalize(np.asarray(actions[:, :dims], dtype=np.float64))
 
     def describe(self) -> dict:
         return {

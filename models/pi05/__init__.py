@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import torch
 
 from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
@@ -16,7 +14,7 @@ from .config import FULL, SIZES, SMALL, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
 from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
-from .options import Compile, Pi05Options, RecomputePatterns, parse_options
+from .options import Pi05Options, RecomputePatterns, parse_options
 from .processor import Pi05Processor
 from .techniques import apply_options, count_parameters
 
@@ -105,15 +103,6 @@ class Pi05Family(ModelFamily):
             "attention": ("backbone.layers.*.attention",),
             "expert-mlp": ("backbone.layers.*.suffix.mlp",),
         }
-
-    def recompute_options(self, patterns: tuple[str, ...]) -> dict:
-        return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
-
-    def compile_modes(self) -> tuple[str, ...]:
-        return get_args(Compile)
-
-    def compile_options(self, mode: str) -> dict:
-        return {"compile": mode}
 
     def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
         with torch.device(device):
@@ -222,12 +211,6 @@ class Pi05Family(ModelFamily):
     def time_conditioning_parameters(self, model: Pi05Model) -> list[str]:
         """The time MLP and every adaRMS modulation: how the model knows the flow time (test sabotage)."""
         return weights.time_conditioning_names(model)
-
-    def loss(self, model: torch.nn.Module, batch: dict) -> torch.Tensor:
-        return model(batch)  # through __call__, so that a DDP wrapper sees the forward
-
-    def ddp_flags(self, options: Pi05Options) -> DdpFlags | None:
-        return options.ddp
 
     def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
         return floor_ops(

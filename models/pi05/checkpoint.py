@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoints
+from .. import checkpoints, siglip
 from ..checkpoints import CheckpointError
 from .config import SIZES, Pi05Config
 
@@ -43,21 +43,7 @@ _OLD_NAMES = (
 
 def _layer_rules() -> list[tuple[str, str]]:
     """(our name, reference name) patterns; `{n}` is a layer index."""
-    vision_layer = [
-        ("norm1", "layer_norm1"),
-        ("norm2", "layer_norm2"),
-        ("attn.q_proj", "self_attn.q_proj"),
-        ("attn.k_proj", "self_attn.k_proj"),
-        ("attn.v_proj", "self_attn.v_proj"),
-        ("attn.out_proj", "self_attn.out_proj"),
-        ("mlp.fc1", "mlp.fc1"),
-        ("mlp.fc2", "mlp.fc2"),
-    ]
-    rules = [
-        (f"vision.layers.{{n}}.{ours}.{p}", f"{_VISION}.encoder.layers.{{n}}.{ref}.{p}")
-        for ours, ref in vision_layer
-        for p in ("weight", "bias")
-    ]
+    rules = siglip.layer_rules("vision", _VISION)
     gemma_linears = [
         ("q_proj", "self_attn.q_proj"),
         ("k_proj", "self_attn.k_proj"),
@@ -86,9 +72,7 @@ def _layer_rules() -> list[tuple[str, str]]:
 
 def _single_rules() -> list[tuple[str, str]]:
     both = ("weight", "bias")
-    rules = [(f"vision.patch_embed.{p}", f"{_VISION}.embeddings.patch_embedding.{p}") for p in both]
-    rules += [("vision.pos_embed.weight", f"{_VISION}.embeddings.position_embedding.weight")]
-    rules += [(f"vision.post_norm.{p}", f"{_VISION}.post_layernorm.{p}") for p in both]
+    rules = siglip.embedding_rules("vision", _VISION)
     rules += [(f"vision.projector.{p}", f"{_PALI}.model.multi_modal_projector.linear.{p}") for p in both]
     rules += [("text_embed.embed_tokens.weight", EMBED_KEY), ("backbone.prefix_norm.weight", f"{_LLM}.norm.weight")]
     rules += [(f"backbone.suffix_norm.dense.{p}", f"{_EXPERT}.norm.dense.{p}") for p in both]
@@ -100,12 +84,8 @@ def _single_rules() -> list[tuple[str, str]]:
 
 def reference_names(cfg: Pi05Config) -> dict[str, str]:
     """Our parameter name -> the reference (openpi) name, for every parameter of a model with `cfg`."""
-    names = dict(_single_rules())
-    for ours, ref in _layer_rules():
-        layers = cfg.vision.layers if ours.startswith("vision.") else cfg.llm.layers
-        for n in range(layers):
-            names[ours.format(n=n)] = ref.format(n=n)
-    return names
+    layers = {"vision": cfg.vision.layers, "backbone": cfg.llm.layers}
+    return {**dict(_single_rules()), **checkpoints.expand_layer_rules(_layer_rules(), layers)}
 
 
 def _canonical(key: str) -> str:
@@ -135,17 +115,7 @@ def to_our_state_dict(tensors: dict[str, torch.Tensor], cfg: Pi05Config, source:
     canonical.pop(LM_HEAD_KEY, None)
     for key in UNUSED_KEYS:
         canonical.pop(key, None)
-    names = reference_names(cfg)
-    missing = [ref for ref in names.values() if ref not in canonical]
-    unknown = sorted(set(canonical) - set(names.values()))
-    if missing or unknown:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing (e.g. {', '.join(missing[:3])})")
-        if unknown:
-            parts.append(f"{len(unknown)} unknown (e.g. {', '.join(unknown[:3])})")
-        raise CheckpointError(f"{source}: keys do not match the Pi0.5 layout: " + "; ".join(parts))
-    return {ours: canonical[ref] for ours, ref in names.items()}
+    return checkpoints.map_reference(canonical, reference_names(cfg), "Pi0.5", source)
 
 
 def to_reference_state_dict(state: dict[str, torch.Tensor], cfg: Pi05Config, layout: str) -> dict:
@@ -201,8 +171,4 @@ def load_pi05(path, device="cpu", dtype: torch.dtype = torch.float32):
 
     state, layout = read_checkpoint(path)
     size = infer_size({k: tuple(v.shape) for k, v in state.items()}, str(path))
-    with torch.device("meta"):
-        model = Pi05Model(SIZES[size])
-    model = model.to_empty(device=device)
-    model.load_state_dict(state, strict=True)
-    return model.to(dtype).eval(), size, layout
+    return checkpoints.load_plain(Pi05Model, SIZES[size], state, device, dtype), size, layout

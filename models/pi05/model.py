@@ -13,55 +13,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..siglip import VisionLayer
 from .attention import JointAttention, eager_attention, prepare_mask, sdpa_attention
 from .config import GemmaConfig, Pi05Config, VisionConfig
 
 # ----------------------------------------------------------------------------- vision (SigLIP)
 
 
-class VisionAttention(nn.Module):
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.heads, self.head_dim = cfg.heads, cfg.width // cfg.heads
-        self.q_proj = nn.Linear(cfg.width, cfg.width)
-        self.k_proj = nn.Linear(cfg.width, cfg.width)
-        self.v_proj = nn.Linear(cfg.width, cfg.width)
-        self.out_proj = nn.Linear(cfg.width, cfg.width)
-        self.kind = "eager"  # follows the model's attention option: eager or sdpa
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = (
-            p(x).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
-        )
-        attend = eager_attention if self.kind == "eager" else sdpa_attention
-        out = attend(q, k, v, None, self.head_dim**-0.5)
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
-
-
-class VisionMLP(nn.Module):
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.fc1 = nn.Linear(cfg.width, cfg.mlp)
-        self.fc2 = nn.Linear(cfg.mlp, cfg.width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
-
-
-class VisionLayer(nn.Module):
-    """Pre-LayerNorm transformer block with biases."""
-
-    def __init__(self, cfg: VisionConfig):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(cfg.width, eps=cfg.eps)
-        self.attn = VisionAttention(cfg)
-        self.norm2 = nn.LayerNorm(cfg.width, eps=cfg.eps)
-        self.mlp = VisionMLP(cfg)
-
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+def vision_kernel(q, k, v, kind: str) -> torch.Tensor:
+    """SigLIP's attention over every patch: the eager kernel or SDPA (the model's vision_attention option)."""
+    attend = eager_attention if kind == "eager" else sdpa_attention
+    return attend(q, k, v, None, q.shape[-1] ** -0.5)
 
 
 class ImageEmbedder(nn.Module):
@@ -71,7 +33,8 @@ class ImageEmbedder(nn.Module):
         super().__init__()
         self.patch_embed = nn.Conv2d(3, cfg.width, cfg.patch_size, stride=cfg.patch_size)
         self.pos_embed = nn.Embedding(cfg.tokens, cfg.width)
-        self.layers = nn.ModuleList(VisionLayer(cfg) for _ in range(cfg.layers))
+        # "eager" until set_attention follows the model's vision_attention option
+        self.layers = nn.ModuleList(VisionLayer(cfg, vision_kernel, "eager") for _ in range(cfg.layers))
         self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
         self.projector = nn.Linear(cfg.width, out_width)
 

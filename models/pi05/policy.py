@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from ..normalize import Normalizer
-from ..policy import EvalPolicy, PolicyError, device_and_dtype, random_model, read_json, resolve_checkpoint
+from ..policy import (
+    EvalPolicy,
+    PolicyError,
+    device_and_dtype,
+    observation_noise,
+    random_model,
+    read_json,
+    resolve_checkpoint,
+)
 from ..tokenizers import ByteTokenizer, SentencePieceTokenizer, load_sentencepiece
 from .processor import Pi05Processor
 
@@ -244,16 +252,7 @@ class Pi05Policy(EvalPolicy):
     def make_batch(self, observations: list[dict]) -> tuple[dict, torch.Tensor]:
         batch = self.processor.observation_batch(observations)
         batch = {k: v.to(self.device, self.dtype if v.is_floating_point() else None) for k, v in batch.items()}
-        # One generator per observation: an episode's noise does not depend on which others share its batch.
-        noise = torch.stack(
-            [
-                torch.randn(
-                    (self.meta.horizon, self.cfg.action_dim),
-                    generator=torch.Generator().manual_seed(int(o.get("noise_seed", 0))),
-                )
-                for o in observations
-            ]
-        )
+        noise = observation_noise(observations, (self.meta.horizon, self.cfg.action_dim))
         return batch, noise.to(self.device, self.dtype)
 
     @torch.no_grad()

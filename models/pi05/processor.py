@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..normalize import Normalizer
+from ..processing import ProcessorSteps
 from ..tokenizers import Tokenizer
 from .batch import sample_flow_time
 
@@ -52,7 +53,7 @@ def resize_with_pad(images: torch.Tensor, size: int) -> torch.Tensor:
 
 
 @dataclass
-class Pi05Processor:
+class Pi05Processor(ProcessorSteps):
     tokenizer: Tokenizer
     max_tokens: int = 200
     state_in_prompt: bool = True
@@ -148,16 +149,6 @@ class Pi05Processor:
         out["images"] = resize_with_pad(frames.flatten(0, 1) * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
         return {k: t.to(dtype) if t.is_floating_point() and k != "time" else t for k, t in out.items()}
 
-    def training_batch(
-        self,
-        samples: list[dict],
-        cameras: tuple[str, ...],
-        generator: torch.Generator,
-        dtype: torch.dtype = torch.float32,
-    ) -> dict:
-        """collate, prepare and finish in one go, on the CPU (tests, small tools)."""
-        return self.finish(self.prepare(self.collate(samples, cameras), generator), dtype)
-
     def describe(self) -> dict:
         return {
             "tokenizer": self.tokenizer.name,
@@ -168,7 +159,3 @@ class Pi05Processor:
             "action_norm": self.action_norm.mode,
             "image_size": self.image_size,
         }
-
-    def actions_out(self, actions: np.ndarray, dims: int) -> np.ndarray:
-        """Model actions [H, action_dim] -> the robot's first `dims` dimensions, unnormalised."""
-        return self.action_norm.unnormalize(np.asarray(actions[:, :dims], dtype=np.float64))
