@@ -159,7 +159,11 @@ def cmd_train_check(args) -> int:
             raise InputError(str(path), "kind", "a `vlabench train` result (train)", repr(result.get("kind")))
         loaded.append(result)
     reference, runs = loaded[0], loaded[1:]
-    label = lambda path, result: f"{result['train'].get('rung')} ({Path(path).parent.name})"  # noqa: E731
+
+    def label(path, result) -> str:
+        sabotaged = " SABOTAGED" if result["train"].get("test_train_sabotage") else ""
+        return f"{result['train'].get('rung')}{sabotaged} ({Path(path).name if Path(path).name != 'train.json' else Path(path).parent.name})"
+
     ref_name = label(args.reference, reference)
     checks = [
         check_convergence(r, reference, args.tolerance, names=(label(p, r), ref_name))
