@@ -10,7 +10,7 @@ from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
-from .flops import forward_flops_per_sample, train_flops_per_sample
+from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .graphs import GraphedStep
 from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
 from .options import Compile, Gr00tOptions, parse_options
@@ -173,6 +173,17 @@ class Gr00tFamily(ModelFamily):
 
     def ddp_flags(self, options: Gr00tOptions) -> DdpFlags | None:
         return options.ddp
+
+    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+        """The step's GEMMs and attention calls with the trainable set's backward, the VL sequence at the length
+        the FLOPs are counted at, without the discarded lm_head (flops.py's floor_ops)."""
+        return floor_ops(
+            SIZES[size],
+            workload["batch_size"],
+            workload["cameras"],
+            vl_tokens(size, workload),
+            workload["action_horizon"],
+        )
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the
