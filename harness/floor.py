@@ -193,6 +193,33 @@ def floor_share(rung: dict, floor: dict | None, fp8_linears: bool) -> float | No
     return rung["samples_per_s"] / totals["fp8" if fp8 else floor["dtype"]]["samples_per_s"]
 
 
+# the workload fields that shape a step's GEMMs and attention calls: a floor stands for a ladder that shares them
+FLOOR_WORKLOAD = ("model", "model_size", "batch_size", "cameras", "text_tokens", "action_horizon", "dtype")
+
+
+def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The results, where a one-process ladder without a floor of its own takes the floor of a `vlabench floor`
+    result among them of the same scenario, target and workload shape (the newest), so that its table shows each
+    rung's share; the attached floor records its file (`from`)."""
+    floors = sorted(
+        ((p, r) for p, r in results if r.get("kind") == "floor" and "totals" in (r.get("floor") or {})),
+        key=lambda x: x[1]["provenance"]["created_at"],
+    )
+
+    def key(result: dict) -> tuple:
+        w = result.get("workload") or {}
+        return (result["scenario"]["name"], result["target"]["name"], *(w.get(k) for k in FLOOR_WORKLOAD))
+
+    newest = {key(r): {**r["floor"], "from": p} for p, r in floors}
+    out = []
+    for path, result in results:
+        one_device = (result.get("nproc") or 1) == 1  # the floor is one device's; a DDP ladder's samples/s are not
+        if result.get("kind") in (None, "ladder") and one_device and "floor" not in result and key(result) in newest:
+            result = {**result, "floor": newest[key(result)]}
+        out.append((path, result))
+    return out
+
+
 def main(argv: list[str]) -> int:
     """`python -m harness.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
     the GPU), SPEC holding model, backend, workload and whether the device has FP8."""

@@ -169,3 +169,60 @@ def test_gr00t_fp8_floor_converts_the_dit_blocks_linears_only():
     forward, _ = GR00T.floor_ops("full", GR00T_WORKLOAD)
     eligible = {g.name for g in forward if fp8_eligible(g)}
     assert eligible == {"dit q", "dit self k/v", "dit cross k/v", "dit out", "dit ff1", "dit ff2"}
+
+
+@pytest.mark.slow
+def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_path, capsys):
+    """`vlabench floor` on the tiny model, then `vlabench show` of a GR00T ladder beside it: each rung's note gives
+    its share of the floor, which the table title names; a ladder of another workload takes none."""
+    import json
+
+    from models.gr00t import FAMILY as GR00T
+    from models.gr00t import SIZES, forward_flops_per_sample, vl_tokens
+
+    out = tmp_path / "gr00t-loongforge-floor.json"
+    scenario = ROOT / "scenarios" / "gr00t-loongforge.yaml"
+    assert main(["floor", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
+    result = load_result(out)
+    floor, w = result["floor"], result["workload"]
+    assert {a["name"] for a in floor["attention"]} >= {"llm attention", "dit cross-attention"}
+    cfg, tokens = SIZES["tiny"], vl_tokens("tiny", w)
+    lm_head = forward_flops_per_sample(cfg, w["cameras"], tokens, w["action_horizon"])["lm_head"]
+    analytic = GR00T.flops_per_sample("tiny", w)
+    raw_inputs = _gr00t_raw_input_grads(cfg, w["action_horizon"])
+    assert floor["flops"] / w["batch_size"] == pytest.approx(analytic - lm_head - raw_inputs, rel=1e-9)
+    totals = floor["totals"]["fp32"]
+    assert totals["samples_per_s"] == pytest.approx(w["batch_size"] / totals["step_s"])
+    capsys.readouterr()
+    # beside the committed H200 ladder, the floor relabelled to its target and workload: each rung's share
+    ladder_path = ROOT / "results" / "h200" / "gr00t-loongforge.json"
+    ladder = load_result(ladder_path)
+    relabelled = tmp_path / "floor.json"
+    relabelled.write_text(json.dumps({**result, "target": ladder["target"], "workload": ladder["workload"]}))
+    assert main(["show", str(ladder_path), str(relabelled)]) == 0
+    shown = capsys.readouterr().out
+    assert f"kernel floor fp32 {totals['samples_per_s']:.1f} samples/s (from {relabelled})" in shown
+    community = next(r for r in ladder["rungs"] if r["name"] == "community")
+    assert f"{community['samples_per_s'] / totals['samples_per_s']:.0%} of the kernel floor" in shown
+    # a floor of another workload (the tiny CPU one as measured) stands for no ladder
+    assert main(["show", str(ladder_path), str(out)]) == 0
+    assert "of the kernel floor" not in capsys.readouterr().out
+
+
+def test_a_floor_measured_apart_serves_only_one_process_ladders_of_its_workload():
+    from harness.floor import attach_floors
+
+    w = {"model": "gr00t", "model_size": "full", "batch_size": 16, "dtype": "bf16"}
+
+    def res(kind=None, created="t1", **extra):
+        head = {"scenario": {"name": "s"}, "target": {"name": "h200"}, "workload": dict(w)}
+        floor = {"floor": {"dtype": "bf16", "totals": {"bf16": {"samples_per_s": float(created[-1])}}}}
+        return {**head, **({"kind": kind, **floor} if kind else {}), "provenance": {"created_at": created}, **extra}
+
+    ladder, ddp, own = res(), res(nproc=2), res(floor={"totals": {}})
+    other = {**res(), "workload": {**w, "batch_size": 8}}
+    results = [("l", ladder), ("d", ddp), ("o", own), ("b", other), ("f2", res("floor", "t2")), ("f1", res("floor"))]
+    attached = dict(attach_floors(results))
+    assert attached["l"]["floor"]["from"] == "f2" and attached["l"]["floor"]["totals"]["bf16"]["samples_per_s"] == 2
+    assert "floor" not in attached["d"] and "floor" not in attached["b"] and attached["o"] is own
+    assert "floor" not in ladder  # the results given are not changed
