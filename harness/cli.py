@@ -314,13 +314,15 @@ def _default_out(name: str, target: str) -> Path:
 def cmd_show(args) -> int:
     from tabulate import tabulate_formats
 
+    from .floor import attach_floors
     from .report import result_table
     from .results import load_result
 
     if args.format not in tabulate_formats:
         raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
-    for path in args.results:
-        print(result_table(load_result(path), fmt=args.format))  # ladder, recompute sweep or eval
+    # ladder, recompute sweep or eval; a ladder shown beside a floor result of its workload shows its share
+    for _, result in attach_floors([(str(p), load_result(p)) for p in args.results]):
+        print(result_table(result, fmt=args.format))
         print()
     return EXIT_OK
 

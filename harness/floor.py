@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from models.floor import Attention, Gemm, training_gemms
+from models.floor import Attention, Gemm, floor_flops, training_gemms
 from models.fp8 import ALIGNMENT, MIN_FEATURES
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
@@ -38,8 +38,9 @@ def _time(fn: Callable[[], object], device, repeats: int = REPEATS, warmup: int 
 
 def fp8_eligible(layer: Gemm) -> bool:
     """torchao's FP8 training converts a linear whose two sides (features in and out) are aligned and at least
-    MIN_FEATURES wide (models/fp8.py's rule); all three of its GEMMs then run in FP8."""
-    return all(s % ALIGNMENT == 0 and s >= MIN_FEATURES for s in (layer.n, layer.k))
+    MIN_FEATURES wide (models/fp8.py's rule), among those the family's FP8 rung converts (`Gemm.fp8`); all three
+    of its GEMMs then run in FP8."""
+    return layer.fp8 and all(s % ALIGNMENT == 0 and s >= MIN_FEATURES for s in (layer.n, layer.k))
 
 
 def time_gemm(m: int, n: int, k: int, dtype: torch.dtype, device, fp8: bool = False) -> float:
@@ -63,12 +64,21 @@ def _attention_inputs(att: Attention, dtype, dev):
     return t(att.heads, att.q_len), t(att.kv_heads, att.kv_len), t(att.kv_heads, att.kv_len)
 
 
+def _mask_mod(att: Attention):
+    """Which key a query may read, as FlexAttention's mask_mod (None: every key)."""
+    if att.mask == "causal":
+        return lambda b, h, qi, ki: ki <= qi
+    if att.mask == "prefix-suffix":
+        return lambda b, h, qi, ki: (ki < att.prefix) | (qi >= att.prefix)  # prefix sees the prefix; actions all
+    return None
+
+
 def _allowed(att: Attention, dev) -> torch.Tensor | None:
-    if att.mask == "none":
+    """SDPA's boolean mask; None for none and for causal (SDPA's is_causal, which its flash kernel takes)."""
+    mod = _mask_mod(att)
+    if mod is None or att.mask == "causal":
         return None
-    q = torch.arange(att.q_len, device=dev)[:, None]
-    k = torch.arange(att.kv_len, device=dev)[None, :]
-    return (k < att.prefix) | (q >= att.prefix)  # prefix sees the prefix; actions see everything
+    return mod(None, None, torch.arange(att.q_len, device=dev)[:, None], torch.arange(att.kv_len, device=dev)[None, :])
 
 
 def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
@@ -77,7 +87,7 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
 
     dev = device.torch_device
     q, k, v = _attention_inputs(att, dtype, dev)
-    allowed = _allowed(att, dev)
+    allowed, causal = _allowed(att, dev), att.mask == "causal"
     gqa = att.kv_heads != att.heads
 
     def run(attend):
@@ -91,7 +101,7 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
     def sdpa(backend=None):
         def attend(q, k, v):
             with sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext():
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=gqa)
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=causal, enable_gqa=gqa)
 
         return attend
 
@@ -108,16 +118,8 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
             candidates[f"sdpa-{name}"] = sdpa(backend)
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-        block = None
-        if allowed is not None:
-            block = create_block_mask(
-                lambda b, h, qi, ki: (ki < att.prefix) | (qi >= att.prefix),
-                B=None,
-                H=None,
-                Q_LEN=att.q_len,
-                KV_LEN=att.kv_len,
-                device=dev,
-            )
+        mod = _mask_mod(att)
+        block = None if mod is None else create_block_mask(mod, None, None, att.q_len, att.kv_len, device=dev)
         flex = torch.compile(flex_attention, dynamic=False)
         candidates["flex"] = lambda q, k, v: flex(q, k, v, block_mask=block, enable_gqa=gqa)
     times = {}
@@ -171,7 +173,14 @@ def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress
             "step_s": step,
             "samples_per_s": batch / step,
         }
-    return {"dtype": workload["dtype"], "gemm_shapes": len(cache), "gemms": gemms, "attention": attn, "totals": totals}
+    return {
+        "dtype": workload["dtype"],
+        "flops": floor_flops(forward, attention),  # per step, GEMMs and attention (models/floor.py)
+        "gemm_shapes": len(cache),
+        "gemms": gemms,
+        "attention": attn,
+        "totals": totals,
+    }
 
 
 def floor_share(rung: dict, floor: dict | None, fp8_linears: bool) -> float | None:
@@ -182,6 +191,33 @@ def floor_share(rung: dict, floor: dict | None, fp8_linears: bool) -> float | No
     totals = floor["totals"]
     fp8 = fp8_linears and "fp8" in totals
     return rung["samples_per_s"] / totals["fp8" if fp8 else floor["dtype"]]["samples_per_s"]
+
+
+# the workload fields that shape a step's GEMMs and attention calls: a floor stands for a ladder that shares them
+FLOOR_WORKLOAD = ("model", "model_size", "batch_size", "cameras", "text_tokens", "action_horizon", "dtype")
+
+
+def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The results, where a one-process ladder without a floor of its own takes the floor of a `vlabench floor`
+    result among them of the same scenario, target and workload shape (the newest), so that its table shows each
+    rung's share; the attached floor records its file (`from`)."""
+    floors = sorted(
+        ((p, r) for p, r in results if r.get("kind") == "floor" and "totals" in (r.get("floor") or {})),
+        key=lambda x: x[1]["provenance"]["created_at"],
+    )
+
+    def key(result: dict) -> tuple:
+        w = result.get("workload") or {}
+        return (result["scenario"]["name"], result["target"]["name"], *(w.get(k) for k in FLOOR_WORKLOAD))
+
+    newest = {key(r): {**r["floor"], "from": p} for p, r in floors}
+    out = []
+    for path, result in results:
+        one_device = (result.get("nproc") or 1) == 1  # the floor is one device's; a DDP ladder's samples/s are not
+        if result.get("kind") in (None, "ladder") and one_device and "floor" not in result and key(result) in newest:
+            result = {**result, "floor": newest[key(result)]}
+        out.append((path, result))
+    return out
 
 
 def main(argv: list[str]) -> int:

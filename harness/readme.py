@@ -44,7 +44,12 @@ def measured_result_files(results_dir: Path) -> list[Path]:
 
 
 def _results(repo: Path) -> list[tuple[str, dict]]:
-    return [(p.relative_to(repo).as_posix(), load_result(p)) for p in measured_result_files(repo / "results")]
+    """The measured results, a ladder without a floor of its own taking a `vlabench floor` result's (floor.py)."""
+    from .floor import attach_floors
+
+    return attach_floors(
+        [(p.relative_to(repo).as_posix(), load_result(p)) for p in measured_result_files(repo / "results")]
+    )
 
 
 # The headline: the ladder the README shows (figure and table), beside LoongForge's figures

@@ -107,3 +107,122 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     assert profile["steps"] == 2 and profile["wall_s"] > 0 and profile["data_wait_s"] == 0
     assert "ms per step (median of 2)" in capsys.readouterr().out
     assert main(["profile", str(scenario), "--rung", "nope", "--target", "cpu"]) == 2
+
+
+GR00T_WORKLOAD = {"batch_size": 16, "cameras": 2, "text_tokens": 92, "action_horizon": 50}
+
+
+def _gr00t_raw_input_grads(cfg, horizon: int) -> float:
+    """FLOPs per sample of the input gradients the analytic count takes but no step computes: the layers on raw
+    inputs (timestep sinusoid, state, noisy actions) in the trainable action head."""
+    h, dw = cfg.head, cfg.dit.width
+    return 2.0 * (cfg.dit.time_channels * dw + h.state_dim * h.hidden + horizon * h.action_dim * dw)
+
+
+@pytest.mark.parametrize("size", ["full", "tiny"])
+def test_gr00t_floor_flops_are_the_analytic_count_without_the_lm_head(size):
+    """The floor's GEMM and attention FLOPs are GR00T's analytic training FLOPs (1.51 TFLOP per sample at full
+    size) less the discarded lm_head's forward (a step need not compute it) and less the input gradients of the
+    three layers on raw inputs (the analytic count takes backward as 2x forward throughout)."""
+    from models.floor import floor_flops
+    from models.gr00t import FAMILY as GR00T
+    from models.gr00t import SIZES
+    from models.gr00t.flops import forward_flops_per_sample
+
+    cfg, w = SIZES[size], GR00T_WORKLOAD
+    tokens = w["cameras"] * cfg.vision.tokens + w["text_tokens"]
+    floor = floor_flops(*GR00T.floor_ops(size, w)) / w["batch_size"]
+    analytic = GR00T.flops_per_sample(size, w)
+    lm_head = forward_flops_per_sample(cfg, w["cameras"], tokens, w["action_horizon"])["lm_head"]
+    assert floor == pytest.approx(analytic - lm_head - _gr00t_raw_input_grads(cfg, w["action_horizon"]), rel=1e-9)
+    if size == "full":
+        assert analytic == pytest.approx(1.5095e12, rel=1e-4) and floor == pytest.approx(1.37275e12, rel=1e-4)
+
+
+def test_gr00t_floor_runs_backward_only_through_the_trainable_set():
+    """Vision, mlp1 and the 12 bottom LLM layers are frozen with nothing trainable before them: forward only.
+    The top 4 LLM layers and the action head get both gradients, but for the layers on raw inputs."""
+    from models.gr00t import FAMILY as GR00T
+
+    forward, attention = GR00T.floor_ops("full", GR00T_WORKLOAD)
+    passes = {}
+    for g, step, *_ in training_gemms(forward):
+        passes.setdefault(g.name, set()).add(step)
+    assert passes["siglip fc1"] == passes["mlp1 fc1"] == passes["llm frozen gate/up"] == {"fwd"}
+    assert passes["llm gate/up"] == passes["dit cross k/v"] == passes["dit ff1"] == {"fwd", "dX", "dW"}
+    assert passes["action encoder W1"] == passes["state encoder 1"] == passes["timestep encoder 1"] == {"fwd", "dW"}
+    assert "lm_head" not in " ".join(passes)
+    counts = {g.name: g.count for g in forward}
+    assert counts["llm frozen q"] == 12 and counts["llm q"] == 4 and counts["dit ff1"] == 32
+    assert counts["dit self k/v"] == counts["dit cross k/v"] == 32  # 16 self and 16 cross blocks, k and v
+    by_name = {a.name: a for a in attention}
+    assert by_name["llm attention"].mask == "causal" and by_name["llm attention"].backward
+    assert not by_name["llm frozen attention"].backward and not by_name["siglip attention"].backward
+    assert (by_name["dit cross-attention"].q_len, by_name["dit cross-attention"].kv_len) == (51, 220)
+    assert by_name["siglip attention"].batch == 32 and by_name["siglip attention"].q_len == 256
+
+
+def test_gr00t_fp8_floor_converts_the_dit_blocks_linears_only():
+    """As `linear: fp8` does: the DiT blocks' projections and FeedForward, not their AdaLN, not the backbone."""
+    from models.gr00t import FAMILY as GR00T
+
+    forward, _ = GR00T.floor_ops("full", GR00T_WORKLOAD)
+    eligible = {g.name for g in forward if fp8_eligible(g)}
+    assert eligible == {"dit q", "dit self k/v", "dit cross k/v", "dit out", "dit ff1", "dit ff2"}
+
+
+@pytest.mark.slow
+def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_path, capsys):
+    """`vlabench floor` on the tiny model, then `vlabench show` of a GR00T ladder beside it: each rung's note gives
+    its share of the floor, which the table title names; a ladder of another workload takes none."""
+    import json
+
+    from models.gr00t import FAMILY as GR00T
+    from models.gr00t import SIZES, forward_flops_per_sample, vl_tokens
+
+    out = tmp_path / "gr00t-loongforge-floor.json"
+    scenario = ROOT / "scenarios" / "gr00t-loongforge.yaml"
+    assert main(["floor", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
+    result = load_result(out)
+    floor, w = result["floor"], result["workload"]
+    assert {a["name"] for a in floor["attention"]} >= {"llm attention", "dit cross-attention"}
+    cfg, tokens = SIZES["tiny"], vl_tokens("tiny", w)
+    lm_head = forward_flops_per_sample(cfg, w["cameras"], tokens, w["action_horizon"])["lm_head"]
+    analytic = GR00T.flops_per_sample("tiny", w)
+    raw_inputs = _gr00t_raw_input_grads(cfg, w["action_horizon"])
+    assert floor["flops"] / w["batch_size"] == pytest.approx(analytic - lm_head - raw_inputs, rel=1e-9)
+    totals = floor["totals"]["fp32"]
+    assert totals["samples_per_s"] == pytest.approx(w["batch_size"] / totals["step_s"])
+    capsys.readouterr()
+    # beside the committed H200 ladder, the floor relabelled to its target and workload: each rung's share
+    ladder_path = ROOT / "results" / "h200" / "gr00t-loongforge.json"
+    ladder = load_result(ladder_path)
+    relabelled = tmp_path / "floor.json"
+    relabelled.write_text(json.dumps({**result, "target": ladder["target"], "workload": ladder["workload"]}))
+    assert main(["show", str(ladder_path), str(relabelled)]) == 0
+    shown = capsys.readouterr().out
+    assert f"kernel floor fp32 {totals['samples_per_s']:.1f} samples/s (from {relabelled})" in shown
+    community = next(r for r in ladder["rungs"] if r["name"] == "community")
+    assert f"{community['samples_per_s'] / totals['samples_per_s']:.0%} of the kernel floor" in shown
+    # a floor of another workload (the tiny CPU one as measured) stands for no ladder
+    assert main(["show", str(ladder_path), str(out)]) == 0
+    assert "of the kernel floor" not in capsys.readouterr().out
+
+
+def test_a_floor_measured_apart_serves_only_one_process_ladders_of_its_workload():
+    from harness.floor import attach_floors
+
+    w = {"model": "gr00t", "model_size": "full", "batch_size": 16, "dtype": "bf16"}
+
+    def res(kind=None, created="t1", **extra):
+        head = {"scenario": {"name": "s"}, "target": {"name": "h200"}, "workload": dict(w)}
+        floor = {"floor": {"dtype": "bf16", "totals": {"bf16": {"samples_per_s": float(created[-1])}}}}
+        return {**head, **({"kind": kind, **floor} if kind else {}), "provenance": {"created_at": created}, **extra}
+
+    ladder, ddp, own = res(), res(nproc=2), res(floor={"totals": {}})
+    other = {**res(), "workload": {**w, "batch_size": 8}}
+    results = [("l", ladder), ("d", ddp), ("o", own), ("b", other), ("f2", res("floor", "t2")), ("f1", res("floor"))]
+    attached = dict(attach_floors(results))
+    assert attached["l"]["floor"]["from"] == "f2" and attached["l"]["floor"]["totals"]["bf16"]["samples_per_s"] == 2
+    assert "floor" not in attached["d"] and "floor" not in attached["b"] and attached["o"] is own
+    assert "floor" not in ladder  # the results given are not changed

@@ -8,7 +8,7 @@ from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
-from .flops import forward_flops_per_sample, train_flops_per_sample
+from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
 from .graphs import GraphedStep
 from .model import Gr00tModel, apply_mixed_precision, init_weights, set_trainable
 from .options import Gr00tOptions, parse_options
@@ -156,6 +156,17 @@ class Gr00tFamily(ModelFamily):
         from .policy import Gr00tPolicy
 
         return Gr00tPolicy(checkpoint, **kwargs)
+
+    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+        """The step's GEMMs and attention calls with the trainable set's backward, the VL sequence at the length
+        the FLOPs are counted at, without the discarded lm_head (flops.py's floor_ops)."""
+        return floor_ops(
+            SIZES[size],
+            workload["batch_size"],
+            workload["cameras"],
+            vl_tokens(size, workload),
+            workload["action_horizon"],
+        )
 
     def flops_per_sample(self, size: str, workload: dict) -> float:
         """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the
