@@ -12,9 +12,10 @@ from harness.results import load_result
 from models.floor import training_gemms
 from models.pi05 import FAMILY, FULL
 from models.pi05.flops import floor_ops, forward_flops_per_sample
+from models.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = {"batch_size": 32, "cameras": 2, "text_tokens": 200, "action_horizon": 50}
+WORKLOAD = Workload(batch_size=32, cameras=2, text_tokens=200, action_horizon=50)
 
 
 def test_training_gemms_are_forward_plus_both_gradients():
