@@ -21,8 +21,9 @@ from harness.rung import (
     seed_step,
     slow_down_for_test,
 )
-from harness.runner import rung_spec, unsupported_reason, with_substitutes
+from harness.runner import unsupported_reason, with_substitutes
 from harness.scenario import load_scenario
+from harness.spec import scenario_spec
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,9 @@ def test_rung(benchmark, scenario, target, rung_name):
     reason = unsupported_reason(scenario, target, rung, caps)
     if reason:
         pytest.skip(reason)
-    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    spec = rung_spec(scenario, target, rung, workload)
-    warmup, timed = workload["warmup_steps"], workload["timed_steps"]
+    spec = scenario_spec(scenario, target, rung)
+    workload = spec.workload
+    warmup, timed = workload.warmup_steps, workload.timed_steps
     torch._dynamo.reset()  # each rung compiles afresh, as in its own process under `vlabench run`
     setup = build(spec, warmup + timed)
     device = setup.device
@@ -57,7 +58,7 @@ def test_rung(benchmark, scenario, target, rung_name):
 
     def one_step():
         i = next(step)
-        seed_step(workload["seed"], i)
+        seed_step(workload.seed, i)
         started = time.perf_counter()
         setup.step(setup.feed.fetch(i)[0])
         slow_down_for_test(device, started, slowdown)
@@ -66,9 +67,9 @@ def test_rung(benchmark, scenario, target, rung_name):
     benchmark.extra_info.update(
         scenario=scenario.name,
         target=target.name,
-        batch_size=workload["batch_size"],
+        batch_size=workload.batch_size,
         options=rung.cumulative,
         substituted=substituted,
     )
     benchmark.pedantic(one_step, rounds=timed, warmup_rounds=warmup, iterations=1)
-    benchmark.extra_info["samples_per_s"] = workload["batch_size"] / benchmark.stats.stats.median
+    benchmark.extra_info["samples_per_s"] = workload.batch_size / benchmark.stats.stats.median

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import shlex
@@ -87,20 +88,15 @@ def cmd_run(args) -> int:
 
 def with_dataset(scenario, path: str):
     """The scenario with every target's workload reading the dataset at `path`."""
-    import dataclasses
+    from .data.pipeline import DataSpec, reading
 
-    from .data.pipeline import DataSpec
-
-    data = scenario.workload.data
     # a dataset named on the command line is never made: a mistyped path stays an error
-    spec = dataclasses.replace(data, dataset=path, make=None) if isinstance(data, DataSpec) else DataSpec(dataset=path)
     targets = {
-        name: {**o, "data": dataclasses.replace(o["data"], dataset=path, make=None)}
-        if isinstance(o.get("data"), DataSpec)
-        else o
+        name: {**o, "data": reading(o["data"], path)} if isinstance(o.get("data"), DataSpec) else o
         for name, o in scenario.targets.items()
     }
-    return dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, data=spec), targets=targets)
+    workload = dataclasses.replace(scenario.workload, data=reading(scenario.workload.data, path))
+    return dataclasses.replace(scenario, workload=workload, targets=targets)
 
 
 def cmd_recompute_sweep(args) -> int:
@@ -213,6 +209,7 @@ def cmd_floor(args) -> int:
     from .results import ResultWriter, provenance
     from .runner import measure_floor_process
     from .scenario import load_scenario
+    from .spec import scenario_spec
 
     # --rung-timeout, as on run and recompute-sweep; --timeout is its earlier name, still accepted (hidden)
     timeout_flag, timeout = (
@@ -225,14 +222,9 @@ def cmd_floor(args) -> int:
         return _fail(error)
     out = args.out or _default_out(f"{scenario.name}-floor", target.name)
     check_out_file(out, overwrite=args.overwrite)
-    from models import get_family
-
-    family = get_family(scenario.model)
-    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
-    caps = capabilities(target)
+    spec = dataclasses.replace(scenario_spec(scenario, target), fp8="fp8" in capabilities(target))
     device = get_device(target.backend, target_name=target.name)
-    floor = measure_floor_process(scenario, target, workload, caps, print, timeout)
+    floor = measure_floor_process(spec, print, timeout)
     header = {
         "kind": "floor",
         "scenario": {"name": scenario.name, "path": scenario.path, "sha256": scenario.sha256},
@@ -244,7 +236,7 @@ def cmd_floor(args) -> int:
             "listed_in_scenario": scenario.lists_target(target.name),
         },
         "provenance": provenance(["vlabench", *args.argv]),
-        "workload": workload,
+        "workload": spec.workload_record(),
         "rungs": [],
         "floor": floor,
     }
@@ -261,8 +253,9 @@ def cmd_profile(args) -> int:
 
     from .hardware import capabilities
     from .profile import profile_rung, profile_table
-    from .runner import rung_spec, unsupported_reason, with_substitutes
+    from .runner import unsupported_reason, with_substitutes
     from .scenario import load_scenario
+    from .spec import scenario_spec
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
     at_least("--batch-size", args.batch_size, 1, "a positive batch size")
@@ -282,14 +275,12 @@ def cmd_profile(args) -> int:
     reason = unsupported_reason(scenario, target, rung, caps)
     if reason:
         return _fail(f"{args.rung}: unsupported on {target.name}: {reason}")
-    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    if args.batch_size is not None:
-        workload["batch_size"] = args.batch_size
-    spec = rung_spec(scenario, target, rung, workload)
+    spec = scenario_spec(scenario, target, rung, batch_size=args.batch_size)
     if args.synthetic:  # the compute alone: batches made up front on the device
-        spec = {**spec, "loader": {**spec["loader"], "kind": "synthetic"}}
+        spec = dataclasses.replace(spec, loader={**spec.loader, "kind": "synthetic"})
     result = profile_rung(spec, steps=args.steps)
-    print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {workload['batch_size']}", result))
+    batch_size = spec.workload.batch_size
+    print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
@@ -298,7 +289,7 @@ def cmd_profile(args) -> int:
                     "scenario": scenario.name,
                     "rung": args.rung,
                     "target": target.name,
-                    "batch_size": workload["batch_size"],
+                    "batch_size": batch_size,
                     **result,
                 },
                 indent=1,

@@ -16,8 +16,10 @@ from collections.abc import Callable
 
 import torch
 
+from models.family import TORCH_DTYPES
 from models.floor import Attention, Gemm, floor_flops, training_gemms
 from models.fp8 import ALIGNMENT, MIN_FEATURES
+from models.workload import Workload
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
 
@@ -132,13 +134,13 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
     return {"name": att.name, "count": att.count, "by_implementation_s": times, "best": best[1], "s": best[0]}
 
 
-def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress=print) -> dict:
+def measure_floor(family, size: str, workload: Workload, device, fp8: bool, progress=print) -> dict:
     """The floor of `workload` on `device`: per-shape times, totals and samples/s in the workload's dtype and,
     where the device has FP8, with the FP8 rung's linears in FP8."""
     forward, attention = family.floor_ops(size, workload)
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[workload["dtype"]]
+    dtype = TORCH_DTYPES[workload.dtype]
     gemms, cache = [], {}
-    base = workload["dtype"]  # the workload's own precision (bf16 on GPUs), and FP8 beside it where the device has it
+    base = workload.dtype  # the workload's own precision (bf16 on GPUs), and FP8 beside it where the device has it
     precisions = (base, "fp8") if fp8 else (base,)
     for layer, step, m, n, k in training_gemms(forward):
         for precision in precisions:
@@ -162,7 +164,7 @@ def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress
     attn = [time_attention(a, dtype, device) for a in attention]
     progress(f"floor: {len(attn)} attention calls timed")
     attention_s = sum(a["s"] * a["count"] for a in attn)
-    batch = workload["batch_size"]
+    batch = workload.batch_size
     totals = {}
     for precision in precisions:
         gemm_s = sum(g["s"] * g["count"] for g in gemms if g["precision"] == precision)
@@ -174,7 +176,7 @@ def measure_floor(family, size: str, workload: dict, device, fp8: bool, progress
             "samples_per_s": batch / step,
         }
     return {
-        "dtype": workload["dtype"],
+        "dtype": workload.dtype,
         "flops": floor_flops(forward, attention),  # per step, GEMMs and attention (models/floor.py)
         "gemm_shapes": len(cache),
         "gemms": gemms,
@@ -222,19 +224,20 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
 
 def main(argv: list[str]) -> int:
     """`python -m harness.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
-    the GPU), SPEC holding model, backend, workload and whether the device has FP8."""
+    the GPU), SPEC a harness.spec.RungSpec: model, backend, workload and whether the device has FP8."""
     import json
 
     from models import get_family
 
     from .hardware import get_device
+    from .spec import RungSpec
 
     spec_path, out_path = argv
     with open(spec_path) as f:
-        spec = json.load(f)
-    device = get_device(spec["backend"])
-    family = get_family(spec["model"])
-    floor = measure_floor(family, spec["workload"]["model_size"], spec["workload"], device, spec["fp8"])
+        spec = RungSpec.from_dict(json.load(f))
+    device = get_device(spec.backend)
+    family = get_family(spec.model)
+    floor = measure_floor(family, spec.workload.model_size, spec.workload, device, spec.fp8)
     with open(out_path, "w") as f:
         json.dump(floor, f)
     return 0

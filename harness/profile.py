@@ -14,21 +14,23 @@ from collections import defaultdict
 
 import torch
 
+from .spec import RungSpec
+
 
 def is_annotation(name: str) -> bool:
     """Profiler ranges recorded on the device beside the kernels: optimizer steps, record_function blocks."""
     return "#" in name or name.startswith(("ProfilerStep", "Optimizer."))
 
 
-def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
+def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
     from .rung import build, seed_step
 
-    workload = spec["workload"]
-    warmup = max(1, workload["warmup_steps"])
+    workload = spec.workload
+    warmup = max(1, workload.warmup_steps)
     setup = build(spec, warmup + steps)
     device = setup.device
     for i in range(warmup):
-        seed_step(workload["seed"], i)
+        seed_step(workload.seed, i)
         setup.step(setup.feed.fetch(i)[0])
     device.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -37,7 +39,7 @@ def profile_rung(spec: dict, steps: int = 5, top: int = 15) -> dict:
     walls, waits = [], []
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(steps):
-            seed_step(workload["seed"], warmup + i)
+            seed_step(workload.seed, warmup + i)
             start = time.perf_counter()
             batch, wait = setup.feed.fetch(warmup + i)
             setup.step(batch)

@@ -58,8 +58,10 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
     from models import get_family
+    from models.workload import Workload
 
     family = get_family(result["workload"]["model"])
+    workload = Workload.from_record(result["workload"])
     notes, prev = {}, None
     for r in result["rungs"]:
         n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
@@ -98,7 +100,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
             if reserved is not None and peak is not None and reserved > RESERVED_NOTE * peak:
                 # a CUDA graph's private pool is reserved, not allocated, once captured: the allocated peak misses it
                 n.append(f"reserved {reserved:.1f} GiB (allocated peak {peak:.1f})")
-            n += family.rung_notes(prev["options"] if prev else None, r["options"], result["workload"])
+            n += family.rung_notes(prev["options"] if prev else None, r["options"], workload)
             prev = r
         notes[r["name"]] = n
     return notes

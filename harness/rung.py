@@ -6,6 +6,7 @@ statistics and a crash stay inside the rung. Progress goes to stdout, the record
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -19,12 +20,14 @@ import torch
 from models import ModelFamily, get_family
 from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
 from models.schema import parse
+from models.workload import Workload
 
-from .data.pipeline import DatasetFeed, DataSpec, LoaderOptions, SyntheticFeed, feed_kind
+from .data.pipeline import DatasetFeed, LoaderOptions, SyntheticFeed, feed_kind
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
 from .grad_buckets import BucketedDataParallel
 from .hardware import Device, get_device
 from .probe import MachineProbe
+from .spec import RungSpec
 from .timing import mfu, summarize_steps
 from .train.sabotage import apply_sabotage, configured_sabotage
 
@@ -101,18 +104,46 @@ class RungSetup:
     device: Device
 
 
-def build(spec: dict, steps: int) -> RungSetup:
+def dataset_feed(
+    spec: RungSpec, family: ModelFamily, device: Device, shard: tuple[int, int] = (0, 1), start: int = 0
+) -> DatasetFeed:
+    """The rung's input pipeline over the workload's dataset (its `loader` options), for this process's shard,
+    from batch `start` on: the same for a ladder rung and a training run (harness/train/setup.py)."""
+    workload = spec.workload
+    return DatasetFeed(
+        workload.data,
+        parse(LoaderOptions, spec.loader),
+        family,
+        workload.model_size,
+        workload,
+        device.torch_device,
+        TORCH_DTYPES[workload.dtype],
+        workload.seed,
+        shard,
+        start,
+    )
+
+
+def synthetic_feed(spec: RungSpec, family: ModelFamily, device: Device, steps: int, ctx) -> SyntheticFeed:
+    """`steps` synthetic batches: every rank draws the same global batches (batch_size per device x world size)
+    and keeps its shard."""
+    workload = dataclasses.replace(spec.workload, batch_size=spec.workload.batch_size * ctx.world_size)
+    dtype = TORCH_DTYPES[workload.dtype]
+    batches = family.make_batches(workload.model_size, workload, steps, device.torch_device, dtype, workload.seed)
+    return SyntheticFeed([shard(b, ctx) for b in batches])
+
+
+def build(spec: RungSpec, steps: int) -> RungSetup:
     """The rung's model (options applied, DDP when asked or when several processes run), optimizer and
     training step, `steps` batches and the device."""
-    family = get_family(spec["model"])
-    workload = spec["workload"]
+    family, workload = get_family(spec.model), spec.workload
     ctx = context_from_env()
-    device = get_device(spec["backend"], index=ctx.local_rank if ctx.distributed and spec["backend"] != "cpu" else None)
+    device = get_device(spec.backend, index=ctx.local_rank if ctx.distributed and spec.backend != "cpu" else None)
     if ctx.distributed:
-        init_process_group(ctx, spec["backend"])
-    dtype = TORCH_DTYPES[workload["dtype"]]
-    options = family.parse_options(spec["options"])
-    built = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+        init_process_group(ctx, spec.backend)
+    dtype = TORCH_DTYPES[workload.dtype]
+    options = family.parse_options(spec.options)
+    built = family.build(workload.model_size, options, workload, device.torch_device, dtype, workload.seed)
     apply_sabotage(family, built.model)  # TEST-ONLY, before the optimizer exists (harness/train/sabotage.py)
     model = built.model
     flags = family.ddp_flags(options)
@@ -121,35 +152,16 @@ def build(spec: dict, steps: int) -> RungSetup:
     if flags is not None:
         family.prepare_for_ddp(built, flags)
         model = wrap_ddp(model, flags, built.applied, device)
-    optimizer = family.optimizer(built.model, options, workload, spec["backend"])  # the parameters, unwrapped
-    data = workload.get("data", "synthetic")
-    if feed_kind(data, spec.get("loader")) == "synthetic":
-        # every rank draws the same global batches (batch_size per device x world size) and keeps its shard
-        global_workload = {**workload, "batch_size": workload["batch_size"] * ctx.world_size}
-        feed = SyntheticFeed(
-            [
-                shard(b, ctx)
-                for b in family.make_batches(
-                    workload["model_size"], global_workload, steps, device.torch_device, dtype, workload["seed"]
-                )
-            ]
-        )
+    optimizer = family.optimizer(built.model, options, workload, spec.backend)  # the parameters, unwrapped
+    if feed_kind(workload.data, spec.loader) == "synthetic":
+        feed = synthetic_feed(spec, family, device, steps, ctx)
     else:
-        feed = DatasetFeed(
-            parse(DataSpec, data),
-            parse(LoaderOptions, spec.get("loader") or {}),
-            family,
-            workload["model_size"],
-            workload,
-            device.torch_device,
-            dtype,
-            workload["seed"],
-            (ctx.rank, ctx.world_size),
-        )
+        feed = dataset_feed(spec, family, device, (ctx.rank, ctx.world_size))
     return RungSetup(family, model, built.applied, family.make_step(model, optimizer, options), feed, device)
 
 
 PROBES_AROUND = 3  # machine probes right before the first timed step and right after the last
+NOSYNC_STEPS = 5  # steps timed again without the gradient all-reduce (several processes)
 
 
 def data_wait(waits: list[float], step_times: list[float], feed) -> dict:
@@ -178,114 +190,158 @@ def bucket_record(wrapper: BucketedDataParallel, ranks: list[dict]) -> dict:
     }
 
 
-def measure(spec: dict) -> dict:
-    """Run warm-up and timed steps; returns the measured fields of the rung record."""
-    workload = spec["workload"]
-    warmup, timed, batch_size = workload["warmup_steps"], workload["timed_steps"], workload["batch_size"]
+@dataclass
+class Timed:
+    """What the timed steps measured: on this process, or over every rank once `combine_ranks` has run."""
 
-    t0 = time.perf_counter()
-    setup = build(spec, warmup + timed)
-    device, step = setup.device, setup.step
-    device.synchronize()
-    log(f"built in {time.perf_counter() - t0:.1f}s; warm-up {warmup} steps")
+    step_times: list[float]
+    losses: list  # the steps' detached losses (floats once combined)
+    waits: list[float]
+    peak: int | None  # the peak memory and reserved memory in bytes (None where the device cannot say)
+    reserved: int | None
+    buckets: dict | None  # the bucketed all-reduce's timings (None without a bucketed wrapper, or unused)
 
+
+def warm_up(setup: RungSetup, workload: Workload) -> tuple[float, float | None]:
+    """The warm-up steps; returns their seconds and the first one's (compilation happens there)."""
+    device, warmup = setup.device, workload.warmup_steps
     first_step_s, t0 = None, time.perf_counter()
     for i in range(warmup):
-        seed_step(workload["seed"], i)
+        seed_step(workload.seed, i)
         ts = time.perf_counter()
-        step(setup.feed.fetch(i)[0])
+        setup.step(setup.feed.fetch(i)[0])
         device.synchronize()
         first_step_s = first_step_s or time.perf_counter() - ts
         log(f"warm-up {i + 1}/{warmup}: {time.perf_counter() - ts:.2f}s")
-    warmup_s = time.perf_counter() - t0
+    return time.perf_counter() - t0, first_step_s
 
-    slowdown = configured_test_slowdown()
-    probe = MachineProbe(device)
+
+def bucketed(setup: RungSetup) -> BucketedDataParallel | None:
+    return setup.model if isinstance(setup.model, BucketedDataParallel) else None
+
+
+def bucket_timings(setup: RungSetup) -> dict | None:
+    """The bucketed wrapper's timings of the timed steps, None without one or when its hooks never ran (a CUDA
+    graph's replay averages outside them)."""
+    buckets = bucketed(setup)
+    timings = buckets.timings(setup.device.elapsed_s) if buckets is not None else None
+    return timings if timings is not None and timings["comm_tail_ms"] else None
+
+
+def time_steps(setup: RungSetup, workload: Workload, probe: MachineProbe, slowdown: float) -> Timed:
+    """The timed steps, each between device events with its batch fetched inside, the probe sampled after each
+    (and before the first and after the last)."""
+    device, warmup, timed = setup.device, workload.warmup_steps, workload.timed_steps
     for _ in range(PROBES_AROUND):
         probe.sample("before")
     device.reset_peak_memory()
-    buckets = setup.model if isinstance(setup.model, BucketedDataParallel) else None
-    if buckets is not None:
-        buckets.reset_timings()  # the timed steps' buckets only
-    step_times, losses, waits = [], [], []
+    if bucketed(setup) is not None:
+        bucketed(setup).reset_timings()  # the timed steps' buckets only
+    out = Timed([], [], [], None, None, None)
     for i in range(timed):
-        seed_step(workload["seed"], warmup + i)
+        seed_step(workload.seed, warmup + i)
         start, end = device.event(), device.event()
         start.record()
         started = time.perf_counter()
         batch, wait = setup.feed.fetch(warmup + i)  # inside the step: a real input pipeline is part of it
-        waits.append(wait)
-        losses.append(step(batch))
+        out.waits.append(wait)
+        out.losses.append(setup.step(batch))
         slow_down_for_test(device, started, slowdown)
         end.record()
         device.synchronize()
-        step_times.append(device.elapsed_s(start, end))
-        peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
-        reserved = device.peak_reserved_bytes()
+        out.step_times.append(device.elapsed_s(start, end))
+        out.peak = device.peak_memory_bytes()  # before the probe, whose buffers are not the rung's
+        out.reserved = device.peak_reserved_bytes()
         probe.sample(f"step {i + 1}")
         log(
-            f"step {i + 1}/{timed}: {step_times[-1]:.3f}s loss {losses[-1].item():.5f}"
+            f"step {i + 1}/{timed}: {out.step_times[-1]:.3f}s loss {out.losses[-1].item():.5f}"
             + (f" (waited {1000 * wait:.0f} ms for data)" if wait else "")
         )
     for _ in range(PROBES_AROUND):
         probe.sample("after")
-    ctx = context_from_env()
-    distributed = {}
-    bucket_timings = buckets.timings(device.elapsed_s) if buckets is not None else None
-    if bucket_timings is not None and not bucket_timings["comm_tail_ms"]:
-        bucket_timings = None  # the wrapper's hooks never ran (a CUDA-graph replay averages outside them)
-    if ctx.distributed:
-        # Exposed communication: the same steps with DDP's gradient all-reduce switched off (no_sync),
-        # in this process on this batch; what the all-reduce adds to the step is what overlap left exposed.
-        nosync = []
-        for i in range(min(timed, 5)):
-            start, end = device.event(), device.event()
-            start.record()
-            with setup.model.no_sync():
-                step(setup.feed.fetch(warmup + timed + i)[0])
-            end.record()
-            device.synchronize()
-            nosync.append(device.elapsed_s(start, end))
-        ranks = gather(
-            {
-                "step_times_s": step_times,
-                "losses": [float(x) for x in losses],
-                "peak": peak,
-                "reserved": reserved,
-                "nosync_s": nosync,
-                "buckets": bucket_timings,
-            },
-            ctx,
-        )
-        # a data-parallel step ends when its slowest rank ends; the global loss is the mean over shards
-        step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
-        losses = [sum(r["losses"][i] for r in ranks) / len(ranks) for i in range(timed)]
-        peak = None if peak is None else max(r["peak"] for r in ranks)
-        reserved = None if reserved is None else max(r["reserved"] for r in ranks)
-        nosync_s = statistics.median(max(r["nosync_s"][i] for r in ranks) for i in range(len(nosync)))
-        distributed = {
-            "world_size": ctx.world_size,
-            "per_rank_step_times_s": [r["step_times_s"] for r in ranks],
-            "nosync_step_time_s": nosync_s,
-            "exposed_comm_s": statistics.median(step_times) - nosync_s,
-        }
-        if bucket_timings is not None:
-            distributed.update(bucket_record(buckets, [r["buckets"] for r in ranks]))
+    out.buckets = bucket_timings(setup)
+    return out
 
-    record_data = data_wait(waits, step_times, setup.feed)
+
+def nosync_step_times(setup: RungSetup, first: int, n: int) -> list[float]:
+    """`n` more steps (batches from `first` on) with DDP's gradient all-reduce switched off (no_sync), in this
+    process on this batch: what the all-reduce adds to the step is what overlap left exposed."""
+    device, times = setup.device, []
+    for i in range(n):
+        start, end = device.event(), device.event()
+        start.record()
+        with setup.model.no_sync():
+            setup.step(setup.feed.fetch(first + i)[0])
+        end.record()
+        device.synchronize()
+        times.append(device.elapsed_s(start, end))
+    return times
+
+
+def combine_ranks(setup: RungSetup, workload: Workload, mine: Timed, ctx) -> tuple[Timed, dict]:
+    """Every rank's timed steps combined (a data-parallel step ends when its slowest rank ends; the global loss
+    is the mean over shards), and the distributed fields of the record: the exposed communication."""
+    timed = workload.timed_steps
+    nosync = nosync_step_times(setup, workload.warmup_steps + timed, min(timed, NOSYNC_STEPS))
+    ranks = gather(
+        {
+            "step_times_s": mine.step_times,
+            "losses": [float(x) for x in mine.losses],
+            "peak": mine.peak,
+            "reserved": mine.reserved,
+            "nosync_s": nosync,
+            "buckets": mine.buckets,
+        },
+        ctx,
+    )
+    step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(timed)]
+    combined = Timed(
+        step_times,
+        [sum(r["losses"][i] for r in ranks) / len(ranks) for i in range(timed)],
+        mine.waits,
+        None if mine.peak is None else max(r["peak"] for r in ranks),
+        None if mine.reserved is None else max(r["reserved"] for r in ranks),
+        mine.buckets,
+    )
+    nosync_s = statistics.median(max(r["nosync_s"][i] for r in ranks) for i in range(len(nosync)))
+    distributed = {
+        "world_size": ctx.world_size,
+        "per_rank_step_times_s": [r["step_times_s"] for r in ranks],
+        "nosync_step_time_s": nosync_s,
+        "exposed_comm_s": statistics.median(step_times) - nosync_s,
+    }
+    if mine.buckets is not None:
+        distributed.update(bucket_record(bucketed(setup), [r["buckets"] for r in ranks]))
+    return combined, distributed
+
+
+def measure(spec: RungSpec) -> dict:
+    """Run warm-up and timed steps; returns the measured fields of the rung record."""
+    workload, ctx = spec.workload, context_from_env()
+    t0 = time.perf_counter()
+    setup = build(spec, workload.warmup_steps + workload.timed_steps)
+    setup.device.synchronize()
+    log(f"built in {time.perf_counter() - t0:.1f}s; warm-up {workload.warmup_steps} steps")
+    warmup_s, first_step_s = warm_up(setup, workload)
+    slowdown, probe = configured_test_slowdown(), MachineProbe(setup.device)
+    timed = time_steps(setup, workload, probe, slowdown)
+    distributed = {}
+    if ctx.distributed:
+        timed, distributed = combine_ranks(setup, workload, timed, ctx)
+    record_data = data_wait(timed.waits, timed.step_times, setup.feed)
     setup.feed.close()
-    stats = summarize_steps(step_times, batch_size * ctx.world_size)
-    flops = setup.family.flops_per_sample(workload["model_size"], workload)
+    stats = summarize_steps(timed.step_times, workload.batch_size * ctx.world_size)
+    flops = setup.family.flops_per_sample(workload.model_size, workload)
     return {
         **stats,
         **distributed,
         "samples_per_s_per_device": stats["samples_per_s"] / ctx.world_size,
-        "step_times_s": step_times,
-        "losses": [float(x) for x in losses],
-        "peak_memory_gib": None if peak is None else peak / GIB,
-        "peak_memory_kind": "process peak RSS" if spec["backend"] == "cpu" else "peak allocated by torch",
-        "peak_reserved_gib": None if reserved is None else reserved / GIB,
-        "mfu": mfu(stats["samples_per_s"] / ctx.world_size, flops, spec.get("peak_flops")),
+        "step_times_s": timed.step_times,
+        "losses": [float(x) for x in timed.losses],
+        "peak_memory_gib": None if timed.peak is None else timed.peak / GIB,
+        "peak_memory_kind": "process peak RSS" if spec.backend == "cpu" else "peak allocated by torch",
+        "peak_reserved_gib": None if timed.reserved is None else timed.reserved / GIB,
+        "mfu": mfu(stats["samples_per_s"] / ctx.world_size, flops, spec.peak_flops),
         "warmup_s": warmup_s,
         "compile_s": max(0.0, (first_step_s or 0.0) - stats["step_time_s"]),
         "machine_probe": probe.record(),
@@ -296,7 +352,7 @@ def measure(spec: dict) -> dict:
     }
 
 
-def run(spec: dict) -> dict:
+def run(spec: RungSpec) -> dict:
     record = {"status": "ok", "reason": None}
     try:
         record.update(measure(spec))
@@ -314,7 +370,7 @@ def run(spec: dict) -> dict:
 def main(argv: list[str]) -> int:
     spec_path, out_path = argv
     with open(spec_path) as f:
-        spec = json.load(f)
+        spec = RungSpec.from_dict(json.load(f))
     record = run(spec)
     import torch.distributed as dist
 

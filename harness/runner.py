@@ -24,20 +24,10 @@ from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
 from .processes import run_group
 from .repeats import combine, rotated
 from .results import ResultWriter, load_result, provenance
-from .scenario import Scenario
+from .scenario import Scenario, Workload
+from .spec import RungSpec, scenario_spec
 
 BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
-
-
-def rung_spec(scenario: Scenario, target: Target, rung, workload: dict) -> dict:
-    return {
-        "model": scenario.model,
-        "backend": target.backend,
-        "options": rung.cumulative,
-        "loader": rung.loader_cumulative,
-        "workload": workload,
-        "peak_flops": target.peak_bf16_flops,
-    }
 
 
 def unsupported_reason(scenario: Scenario, target: Target, rung, caps: frozenset) -> str | None:
@@ -83,7 +73,7 @@ def rung_command(spec_path: Path, out_path: Path, nproc: int = 1, torchrun_args:
 
 
 def run_rung_process(
-    spec: dict,
+    spec: RungSpec,
     progress: Callable[[str], None],
     timeout_s: float | None,
     env: dict | None = None,
@@ -94,9 +84,9 @@ def run_rung_process(
     record with the output tail, and at `timeout_s` the whole process group is ended (see processes.py)."""
     with tempfile.TemporaryDirectory(prefix="vlabench-rung-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "rung.json")
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(json.dumps(spec.to_dict()))
         cmd = rung_command(spec_path, out_path, nproc, torchrun_args)
-        child_env = {**os.environ, **ALLOCATOR_ENV.get(spec["backend"], {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
+        child_env = {**os.environ, **ALLOCATOR_ENV.get(spec.backend, {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p
@@ -131,7 +121,7 @@ def loss_parity(losses: list[float], baseline: list[float], tolerance: float, wh
     return {"max_rel_diff": diff, "tolerance": tolerance, "pass": diff <= tolerance, "why": why}
 
 
-def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: dict) -> None:
+def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: Workload) -> None:
     """Speedups vs the baseline and the previous ok rung, and loss parity vs the baseline (in place). Parity
     needs the same batches: a rung on synthetic batches is not compared with one reading the dataset."""
     by_name = {r["name"]: r for r in rungs}
@@ -151,31 +141,24 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: dic
         rec["speedup_vs_baseline"] = rec["samples_per_s"] / base["samples_per_s"] if base_ok else None
         rec["speedup_vs_previous"] = rec["samples_per_s"] / prev["samples_per_s"] if prev else None
         prev = rec
-        if (feed_kind(workload.get("data"), rung.loader_cumulative) == "synthetic") != (
-            feed_kind(workload.get("data"), parity_rung.loader_cumulative) == "synthetic"
+        if (feed_kind(workload.data, rung.loader_cumulative) == "synthetic") != (
+            feed_kind(workload.data, parity_rung.loader_cumulative) == "synthetic"
         ):
             rec["loss_parity"] = None
             rec["loss_parity_note"] = f"trains on other batches than {parity_rung.name} (synthetic vs the dataset)"
             continue
-        tol, why = family.parity_tolerance(parity_opts, family.parse_options(rung.cumulative), workload["dtype"])
+        tol, why = family.parity_tolerance(parity_opts, family.parse_options(rung.cumulative), workload.dtype)
         rec["loss_parity"] = loss_parity(rec["losses"], parity["losses"], tol, why) if parity_ok else None
         if rec["loss_parity"] is not None:
             rec["loss_parity"]["against"] = parity_rung.name
 
 
-def measure_floor_process(
-    scenario: Scenario,
-    target: Target,
-    workload: dict,
-    caps: frozenset,
-    progress: Callable[[str], None],
-    timeout_s: float | None,
-) -> dict:
-    """The workload's kernel floor (harness/floor.py), measured in a process of its own; a failure is recorded."""
+def measure_floor_process(spec: RungSpec, progress: Callable[[str], None], timeout_s: float | None) -> dict:
+    """The kernel floor of the spec's workload (harness/floor.py), measured in a process of its own; a failure is
+    recorded."""
     with tempfile.TemporaryDirectory(prefix="vlabench-floor-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "floor.json")
-        spec = {"model": scenario.model, "backend": target.backend, "workload": workload, "fp8": "fp8" in caps}
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(json.dumps(spec.to_dict()))
         root = str(Path(__file__).resolve().parent.parent)
         env = {
             **os.environ,
@@ -191,25 +174,25 @@ def measure_floor_process(
 
 
 def check_dataset(
-    scenario: Scenario, workload: dict, selected: list[str], progress: Callable[[str], None] = print
+    scenario: Scenario, workload: Workload, selected: list[str], progress: Callable[[str], None] = print
 ) -> None:
     """A ladder that reads a dataset fails at once, in one line, when the dataset is missing or broken,
     instead of once per rung; a missing one whose `data.make` says how is made first."""
-    data = workload.get("data")
+    data = workload.data
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
     from .data.cli import make_missing
     from .data.dataset import load_meta
     from .data.errors import DatasetError
 
-    if data in (None, "synthetic"):
+    if data == "synthetic":
         raise InputError(
             scenario.path,
             "workload.data",
             "a dataset ({dataset: PATH}) for rungs whose loader reads one",
             "data: synthetic",
         )
-    path = Path(data["dataset"])
+    path = Path(data.dataset)
     make_missing(data, progress)
     if not path.exists():
         raise DatasetError(
@@ -262,6 +245,7 @@ def run_scenario(
 
 
 def result_header(scenario: Scenario, target: Target, workload: dict, caps: frozenset, plan: RunPlan) -> dict:
+    """The result file's header; `workload` the `workload` block (RungSpec.workload_record)."""
     device = get_device(target.backend, target_name=target.name)
     return {
         "scenario": {
@@ -313,11 +297,10 @@ class _Run:
     def __init__(self, scenario: Scenario, target: Target, out_path: Path, plan: RunPlan, progress):
         self.scenario, self.target, self.out_path, self.plan, self.progress = scenario, target, out_path, plan, progress
         self.family = get_family(scenario.model)
-        workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-        workload["flops_per_sample"] = self.family.flops_per_sample(workload["model_size"], workload)
-        self.workload = workload
+        self.spec = scenario_spec(scenario, target)  # each rung's: its options and loader over these
+        self.workload = self.spec.workload
         self.caps = capabilities(target, plan.nproc)
-        self.header = result_header(scenario, target, workload, self.caps, plan)
+        self.header = result_header(scenario, target, self.spec.workload_record(), self.caps, plan)
         self.records: dict[str, dict] = {}
         if plan.append and out_path.exists():
             self.records = earlier_part(out_path, scenario, target, self.header)
@@ -330,9 +313,8 @@ class _Run:
         self.commit()
         if plan.floor:
             self.progress(f"kernel floor of the workload on {self.target.name}")
-            floor = measure_floor_process(
-                scenario, self.target, self.workload, self.caps, self.progress, plan.rung_timeout_s
-            )
+            floor_spec = dataclasses.replace(self.spec, fp8="fp8" in self.caps)
+            floor = measure_floor_process(floor_spec, self.progress, plan.rung_timeout_s)
             self.writer.set("floor", floor)
         todo = [r for r in scenario.ladder if r.name in selected]
         done: dict[str, list[dict]] = {}
@@ -357,7 +339,7 @@ class _Run:
         keys = ("name", "options", "rung_options", "loader_options", "substituted")
         shared = {k: repeats[0][k] for k in keys if k in repeats[0]}
         per_repeat = [{k: v for k, v in r.items() if k not in keys} for r in repeats]
-        return {**shared, **combine(per_repeat, self.workload["batch_size"] * self.plan.nproc)}
+        return {**shared, **combine(per_repeat, self.workload.batch_size * self.plan.nproc)}
 
     def commit(self):
         rungs = [self.records[r.name] for r in self.scenario.ladder if r.name in self.records]
@@ -368,7 +350,7 @@ class _Run:
         """One rung process; returns its record and the Ctrl-C that stopped it, if one did."""
         target, plan, workload = self.target, self.plan, self.workload
         self.progress(
-            f"{where} {rung.name} on {target.name} ({workload['model_size']} model, batch {workload['batch_size']})"
+            f"{where} {rung.name} on {target.name} ({workload.model_size} model, batch {workload.batch_size})"
         )
         started = time.perf_counter()
         rung, substituted = with_substitutes(self.scenario, target, rung, self.caps)
@@ -377,7 +359,7 @@ class _Run:
         if reason:
             rec = {"status": "unsupported", "reason": reason}
         else:
-            spec = rung_spec(self.scenario, target, rung, workload)
+            spec = self.spec.for_rung(rung)
             try:
                 rec = run_rung_process(
                     spec, self.progress, plan.rung_timeout_s, plan.env, plan.nproc, plan.torchrun_args

@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import models
-from models.family import Dtype
+import models.workload
 from models.schema import (
-    AT_LEAST_ONE,
-    NON_NEGATIVE,
-    POSITIVE,
     Bounds,
     Expect,
     Match,
@@ -25,7 +22,6 @@ from models.schema import (
     join,
     parse,
     parse_fields,
-    to_plain,
 )
 
 from .data.pipeline import DataSpec, LoaderOptions
@@ -34,7 +30,6 @@ from .hardware import TARGETS, Capability
 from .user_yaml import load_yaml
 
 RUNG_NAME = Match(r"[a-z0-9][a-z0-9-]*", "a name of lowercase letters, digits and '-' (e.g. compile-backbone)")
-CompileBackend = Literal["inductor", "aot_eager", "eager"]
 
 
 class ScenarioError(InputError):
@@ -42,26 +37,12 @@ class ScenarioError(InputError):
 
 
 @dataclass(frozen=True)
-class Workload:
-    batch_size: Annotated[int, AT_LEAST_ONE]
-    cameras: Annotated[int, AT_LEAST_ONE] = 2
-    text_tokens: Annotated[int, NON_NEGATIVE] = 200
-    action_horizon: Annotated[int, AT_LEAST_ONE] = 50
-    warmup_steps: Annotated[int, NON_NEGATIVE] = 5
-    timed_steps: Annotated[int, AT_LEAST_ONE] = 20
-    seed: Annotated[int, NON_NEGATIVE] = 0
-    dtype: Dtype = "bf16"
-    lr: Annotated[float, POSITIVE] = 2.5e-5
-    model_size: str = "full"  # one of the family's sizes (checked against the family)
-    # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
-    # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
-    compile_backend: CompileBackend = "inductor"
-    # where batches come from: made up front on the device from the seed, or read from a dataset on disk
-    # inside the timed step (harness/data/pipeline.py)
-    data: Literal["synthetic"] | DataSpec = "synthetic"
+class Workload(models.workload.Workload):
+    """The family's workload (models/workload.py: shapes, precision, steps, seed) and where its batches come from:
+    made up front on the device from the seed, or read from a dataset on disk inside the timed step
+    (harness/data/pipeline.py). Families receive it typed as models.workload.Workload."""
 
-    def as_dict(self) -> dict:
-        return to_plain(self)
+    data: Literal["synthetic"] | DataSpec = "synthetic"
 
 
 @dataclass(frozen=True)

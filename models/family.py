@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from .schema import POSITIVE, SchemaError, parse, to_plain
+from .workload import Dtype, Workload
 
-Dtype = Literal["bf16", "fp32"]
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 CommHook = Literal["bf16_compress", "fp16_compress"]
 
@@ -132,7 +132,7 @@ class ModelFamily:
         """Largest relative loss difference to the baseline rung that is still the same math, and why."""
         raise NotImplementedError
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
         """Analytic remarks on what a rung changes, for tables (raw option mappings in)."""
         return []
 
@@ -172,7 +172,9 @@ class ModelFamily:
         return getattr(options, "ddp", None)
 
     # -- building and training
-    def build(self, size: str, options, workload: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Built:
+    def build(
+        self, size: str, options, workload: Workload, device: torch.device, dtype: torch.dtype, seed: int
+    ) -> Built:
         """The model with its options applied, initialised deterministically from `seed`, and what the
         options applied."""
         raise NotImplementedError
@@ -182,7 +184,7 @@ class ModelFamily:
         never reaches when DDP will not search for unused ones); returns what changed."""
         return []
 
-    def optimizer(self, model: nn.Module, options, workload: dict, backend: str) -> torch.optim.Optimizer:
+    def optimizer(self, model: nn.Module, options, workload: Workload, backend: str) -> torch.optim.Optimizer:
         """The reference training path's optimizer over the trainable parameters of `model` (the family's own
         module, never a DDP wrapper: parameter names are the family's)."""
         raise NotImplementedError
@@ -193,12 +195,12 @@ class ModelFamily:
         return standard_step(self.loss, model, optimizer)
 
     def make_batches(
-        self, size: str, workload: dict, n: int, device: torch.device, dtype: torch.dtype, seed: int
+        self, size: str, workload: Workload, n: int, device: torch.device, dtype: torch.dtype, seed: int
     ) -> list[dict]:
         """`n` synthetic training batches (inputs, noise, flow time), the same for every rung of a seed."""
         raise NotImplementedError
 
-    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> DataProcessor:
+    def data_processor(self, size: str, workload: Workload, stats: dict, tokenizer: str | None) -> DataProcessor:
         """How raw dataset samples become this family's training batches (the reference's preprocessing),
         given the dataset's per-feature statistics and a tokenizer file or Hub id (None: a stand-in)."""
         raise NotImplementedError
@@ -208,7 +210,7 @@ class ModelFamily:
         default calls the model, whose forward is the loss."""
         return model(batch)
 
-    def flops_per_sample(self, size: str, workload: dict) -> float:
+    def flops_per_sample(self, size: str, workload: Workload) -> float:
         """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
         raise NotImplementedError
 
@@ -218,7 +220,7 @@ class ModelFamily:
         family's own (e.g. options)."""
         raise NotImplementedError(f"no evaluation policy for {self.name}")
 
-    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+    def floor_ops(self, size: str, workload: Workload) -> tuple[list, list]:
         """Every forward GEMM (models.floor.Gemm) and attention call (models.floor.Attention) of a training step,
         for the kernel floor; backward is derived from them."""
         raise NotImplementedError(f"no kernel floor for {self.name} yet")
@@ -266,5 +268,6 @@ __all__ = [
     "SchemaError",
     "Step",
     "TORCH_DTYPES",
+    "Workload",
     "standard_step",
 ]

@@ -2,6 +2,7 @@
 build the intended calls (torch_npu substituted by a stand-in) and match a CPU reference."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +18,7 @@ from models.pi05.attention import bool_mask, eager_attention, prepare_mask
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = load_scenario(ROOT / "scenarios/pi05-ascend.yaml")
-WORKLOAD = {**SCENARIO.workload_for("cpu").as_dict(), "batch_size": 2, "text_tokens": 40, "action_horizon": 6}
+WORKLOAD = replace(SCENARIO.workload_for("cpu"), batch_size=2, text_tokens=40, action_horizon=6)
 
 
 def build(options: dict):

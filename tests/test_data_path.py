@@ -15,9 +15,10 @@ from harness.data.synthetic import synthetic_episodes
 from harness.data.writer import write_dataset
 from harness.results import load_result
 from models.pi05 import FAMILY
+from models.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 64, "action_horizon": 8, "dtype": "fp32", "seed": 0}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=64, action_horizon=8, dtype="fp32", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +146,7 @@ def test_a_missing_dataset_with_data_make_is_made_first(tmp_path, monkeypatch):
     make = "{source: synthetic, episodes: 2, seed: 3, image_size: 32}"
     (tmp_path / "s.yaml").write_text(SCENARIO.replace("DATASET", f"runs/ds, make: {make}"))
     scenario = load_scenario(tmp_path / "s.yaml")
-    workload = scenario.workload_for("cpu").as_dict()
+    workload = scenario.workload_for("cpu")
     lines = []
     check_dataset(scenario, workload, scenario.rung_names(), lines.append)
     assert lines[0] == (

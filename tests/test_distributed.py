@@ -12,6 +12,7 @@ from harness.hardware import get_device, get_target
 from harness.rung import build
 from harness.runner import run_scenario, rung_command
 from harness.scenario import load_scenario
+from harness.spec import RungSpec
 
 WORKLOAD = {
     "batch_size": 2,
@@ -48,7 +49,7 @@ def free_port() -> int:
 
 
 def one_step(spec):
-    setup = build(spec, 1)
+    setup = build(RungSpec.from_dict(spec), 1)
     model = setup.model
     torch.manual_seed(1)  # GR00T's DiT and state encoder drop out in training, as the reference does
     loss = setup.family.loss(model, setup.feed.fetch(0)[0])

@@ -11,10 +11,11 @@ from models.pi05 import FAMILY, TINY, parse_options
 from models.pi05.attention import eager_attention, prepare_mask
 from models.pi05.batch import make_batch, to_device
 from models.pi05.flex import block_mask, eager_attention_activation_bytes, flex_joint_attention
+from models.workload import Workload
 
 # 100 text tokens: prompts of 48..80 tokens leave padding in the prefix; 3 slots for 2 cameras add a
 # masked placeholder image; 3*16 + 100 + 6 = 154 tokens span two 128-token blocks.
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 100, "action_horizon": 6, "seed": 0}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=100, action_horizon=6, seed=0)
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -26,9 +27,7 @@ def tiny(attention, device="cpu", seed=0):
 
 def batch(device="cpu", seed=1):
     gen = torch.Generator().manual_seed(seed)
-    b = make_batch(
-        TINY, WORKLOAD["batch_size"], WORKLOAD["cameras"], WORKLOAD["text_tokens"], WORKLOAD["action_horizon"], gen
-    )
+    b = make_batch(TINY, WORKLOAD.batch_size, WORKLOAD.cameras, WORKLOAD.text_tokens, WORKLOAD.action_horizon, gen)
     b["image_masks"][1, 1] = False  # a camera missing in one sample: masked, unlike the other row
     return to_device(b, device, torch.float32)
 

@@ -12,9 +12,10 @@ from harness.results import load_result
 from models.floor import training_gemms
 from models.pi05 import FAMILY, FULL
 from models.pi05.flops import floor_ops, forward_flops_per_sample
+from models.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = {"batch_size": 32, "cameras": 2, "text_tokens": 200, "action_horizon": 50}
+WORKLOAD = Workload(batch_size=32, cameras=2, text_tokens=200, action_horizon=50)
 
 
 def test_training_gemms_are_forward_plus_both_gradients():
@@ -109,7 +110,7 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     assert main(["profile", str(scenario), "--rung", "nope", "--target", "cpu"]) == 2
 
 
-GR00T_WORKLOAD = {"batch_size": 16, "cameras": 2, "text_tokens": 92, "action_horizon": 50}
+GR00T_WORKLOAD = Workload(batch_size=16, cameras=2, text_tokens=92, action_horizon=50)
 
 
 def _gr00t_raw_input_grads(cfg, horizon: int) -> float:
@@ -130,11 +131,11 @@ def test_gr00t_floor_flops_are_the_analytic_count_without_the_lm_head(size):
     from models.gr00t.flops import forward_flops_per_sample
 
     cfg, w = SIZES[size], GR00T_WORKLOAD
-    tokens = w["cameras"] * cfg.vision.tokens + w["text_tokens"]
-    floor = floor_flops(*GR00T.floor_ops(size, w)) / w["batch_size"]
+    tokens = w.cameras * cfg.vision.tokens + w.text_tokens
+    floor = floor_flops(*GR00T.floor_ops(size, w)) / w.batch_size
     analytic = GR00T.flops_per_sample(size, w)
-    lm_head = forward_flops_per_sample(cfg, w["cameras"], tokens, w["action_horizon"])["lm_head"]
-    assert floor == pytest.approx(analytic - lm_head - _gr00t_raw_input_grads(cfg, w["action_horizon"]), rel=1e-9)
+    lm_head = forward_flops_per_sample(cfg, w.cameras, tokens, w.action_horizon)["lm_head"]
+    assert floor == pytest.approx(analytic - lm_head - _gr00t_raw_input_grads(cfg, w.action_horizon), rel=1e-9)
     if size == "full":
         assert analytic == pytest.approx(1.5095e12, rel=1e-4) and floor == pytest.approx(1.37275e12, rel=1e-4)
 
@@ -184,15 +185,15 @@ def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_
     scenario = ROOT / "scenarios" / "gr00t-loongforge.yaml"
     assert main(["floor", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
     result = load_result(out)
-    floor, w = result["floor"], result["workload"]
+    floor, w = result["floor"], Workload.from_record(result["workload"])
     assert {a["name"] for a in floor["attention"]} >= {"llm attention", "dit cross-attention"}
     cfg, tokens = SIZES["tiny"], vl_tokens("tiny", w)
-    lm_head = forward_flops_per_sample(cfg, w["cameras"], tokens, w["action_horizon"])["lm_head"]
+    lm_head = forward_flops_per_sample(cfg, w.cameras, tokens, w.action_horizon)["lm_head"]
     analytic = GR00T.flops_per_sample("tiny", w)
-    raw_inputs = _gr00t_raw_input_grads(cfg, w["action_horizon"])
-    assert floor["flops"] / w["batch_size"] == pytest.approx(analytic - lm_head - raw_inputs, rel=1e-9)
+    raw_inputs = _gr00t_raw_input_grads(cfg, w.action_horizon)
+    assert floor["flops"] / w.batch_size == pytest.approx(analytic - lm_head - raw_inputs, rel=1e-9)
     totals = floor["totals"]["fp32"]
-    assert totals["samples_per_s"] == pytest.approx(w["batch_size"] / totals["step_s"])
+    assert totals["samples_per_s"] == pytest.approx(w.batch_size / totals["step_s"])
     capsys.readouterr()
     # beside the committed H200 ladder, the floor relabelled to its target and workload: each rung's share
     ladder_path = ROOT / "results" / "h200" / "gr00t-loongforge.json"

@@ -17,6 +17,7 @@ from models.pi05.batch import make_batch, to_device
 # a GEMM of B rows gains nothing from FP8, and adaRMS scale/shift/gate modulate every expert layer.
 # techniques.py passes the same patterns as `skip` for the fp8 option.
 from models.pi05.techniques import FP8_SKIP as PI05_SKIP
+from models.workload import Workload
 
 needs_torchao = pytest.mark.skipif(
     importlib.util.find_spec("torchao") is None, reason=f"torchao is not installed ({pip_install('fp8')})"
@@ -138,7 +139,7 @@ def test_apply_fp8_converts_exactly_the_selection(full_meta, recipe):
 def test_emulated_fp8_tiny_pi05_trains_close_to_bf16_math():
     """The tiny model with every eligible linear in (emulated) FP8: same loss to FP8 precision, and
     gradients reach the converted weights."""
-    workload = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 6, "seed": 0}
+    workload = Workload(batch_size=2, cameras=2, text_tokens=24, action_horizon=6, seed=0)
     gen = torch.Generator().manual_seed(1)
     batch = to_device(make_batch(TINY, 2, 2, 24, 6, gen), "cpu", torch.float32)
     opts = parse_options({"recompute": "none"})

@@ -2,6 +2,7 @@
 notes and loss parity between switches (CPU, tiny, fp32)."""
 
 import weakref
+from dataclasses import replace
 
 import pytest
 import torch
@@ -9,17 +10,18 @@ import torch
 from models.gr00t import FAMILY, parse_options
 from models.recompute import name_matches
 from models.schema import SchemaError
+from models.workload import Workload
 
-WORKLOAD = {
-    "batch_size": 2,
-    "cameras": 2,
-    "text_tokens": 50,
-    "action_horizon": 6,
-    "lr": 1e-4,
-    "model_size": "tiny",
-    "dtype": "fp32",
-    "compile_backend": "aot_eager",
-}
+WORKLOAD = Workload(
+    batch_size=2,
+    cameras=2,
+    text_tokens=50,
+    action_horizon=6,
+    lr=1e-4,
+    model_size="tiny",
+    dtype="fp32",
+    compile_backend="aot_eager",
+)
 
 
 def build(options=None, seed=0):
@@ -115,14 +117,7 @@ def test_compiled_blocks_match_eager(batch):
 
 
 def test_flops_and_notes():
-    full = {
-        **WORKLOAD,
-        "model_size": "full",
-        "batch_size": 16,
-        "text_tokens": 92,
-        "action_horizon": 50,
-        "dtype": "bf16",
-    }
+    full = replace(WORKLOAD, model_size="full", batch_size=16, text_tokens=92, action_horizon=50, dtype="bf16")
     assert FAMILY.flops_per_sample("full", full) / 1e12 == pytest.approx(1.51, abs=0.005)
     notes = FAMILY.rung_notes({}, {"lm_head": False}, full)
     assert len(notes) == 1 and "136.7 GFLOP/sample" in notes[0] and "0.99 GiB" in notes[0]

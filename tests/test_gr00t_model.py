@@ -2,6 +2,7 @@
 lm_head, sampling and batches (CPU, tiny model, fp32 unless a test says otherwise)."""
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 import torch
@@ -20,8 +21,9 @@ from models.gr00t.model import (
     set_trainable,
     unused_pooling_head_parameters,
 )
+from models.workload import Workload
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 50, "action_horizon": 6}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=50, action_horizon=6)
 
 
 def count(module) -> int:
@@ -32,15 +34,15 @@ def tiny(seed=0, cfg=TINY):
     model = Gr00tModel(cfg)
     init_weights(model, seed)
     set_trainable(model)
-    model.default_horizon = WORKLOAD["action_horizon"]
+    model.default_horizon = WORKLOAD.action_horizon
     return model.train()
 
 
 def batch(seed=0, cfg=TINY, **overrides):
-    wl = {**WORKLOAD, **overrides}
+    wl = replace(WORKLOAD, **overrides)
     gen = torch.Generator().manual_seed(seed)
     return to_device(
-        make_batch(cfg, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
+        make_batch(cfg, wl.batch_size, wl.cameras, wl.text_tokens, wl.action_horizon, gen),
         "cpu",
         torch.float32,
     )
@@ -355,7 +357,7 @@ def test_position_grid_resize():
 
 
 def test_batches_are_seeded_and_shaped_like_the_libero_run():
-    wl = {**WORKLOAD, "batch_size": 8, "text_tokens": 92, "action_horizon": 50}
+    wl = replace(WORKLOAD, batch_size=8, text_tokens=92, action_horizon=50)
     b1 = make_batches(FULL, wl, 2, "cpu", torch.float32, 7)
     b2 = make_batches(FULL, wl, 2, "cpu", torch.float32, 7)
     assert all(torch.equal(x[k], y[k]) for x, y in zip(b1, b2) for k in x)

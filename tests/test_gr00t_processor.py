@@ -3,6 +3,7 @@ images, training batches shaped like the synthetic ones, the data path through b
 and a checkpoint's processor files (CPU, tiny)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,17 +22,10 @@ from models.gr00t.processor import (
 )
 from models.normalize import Normalizer
 from models.tokenizers import StandInTokenizer
+from models.workload import Workload
 
 CAMERAS = ("observation.images.image", "observation.images.wrist_image")
-WORKLOAD = {
-    "batch_size": 2,
-    "cameras": 2,
-    "text_tokens": 50,
-    "action_horizon": 6,
-    "lr": 1e-4,
-    "model_size": "tiny",
-    "dtype": "fp32",
-}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=50, action_horizon=6, lr=1e-4, model_size="tiny", dtype="fp32")
 STATS = {
     "observation.state": {"min": np.full(8, -1.0), "max": np.full(8, 1.0), "mean": np.zeros(8)},
     "action": {"min": np.full(7, -2.0), "max": np.full(7, 2.0)},
@@ -171,7 +165,7 @@ def test_both_loaders_give_the_same_batches(tmp_path):
             LoaderOptions(kind=kind, workers=0),
             FAMILY,
             "tiny",
-            {**WORKLOAD, "action_horizon": 4},
+            replace(WORKLOAD, action_horizon=4),
             torch.device("cpu"),
             torch.float32,
             seed=0,

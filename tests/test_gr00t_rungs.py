@@ -3,6 +3,7 @@
 installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
 
 import importlib.util
+from dataclasses import replace
 
 import pytest
 import torch
@@ -12,16 +13,9 @@ from models.gr00t import FAMILY, FULL, Gr00tModel, GraphedStep, parse_options
 from models.gr00t.graphs import average_gradients, comm_settings
 from models.gr00t.techniques import apply_linear, fp8_linears
 from models.schema import SchemaError
+from models.workload import Workload
 
-WORKLOAD = {
-    "batch_size": 2,
-    "cameras": 2,
-    "text_tokens": 50,
-    "action_horizon": 6,
-    "lr": 1e-4,
-    "model_size": "tiny",
-    "dtype": "fp32",
-}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=50, action_horizon=6, lr=1e-4, model_size="tiny", dtype="fp32")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 needs_torchao = pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed")
 
@@ -56,7 +50,7 @@ def test_options_and_targets():
     assert FAMILY.unsupported_reason(fp8, "cuda", frozenset({"fp8"})) is None
     tol, why = FAMILY.parity_tolerance(parse_options({}), fp8, "bf16")
     assert tol == 5e-2 and "FP8" in why
-    full = {**WORKLOAD, "model_size": "full", "batch_size": 16, "text_tokens": 92}
+    full = replace(WORKLOAD, model_size="full", batch_size=16, text_tokens=92)
     notes = FAMILY.rung_notes({"vl_pad": 220}, {"vl_pad": 220, "cuda_graphs": True}, full)
     assert len(notes) == 1 and "CUDA graph" in notes[0]
 
@@ -215,7 +209,7 @@ def test_graphed_training_steps_match_eager_and_reuse_the_graph():
         assert torch.allclose(p, q, rtol=1e-4, atol=1e-6), name
     assert (step.captures, step.replays) == (1, 4)
     # a new batch shape gets its own graph; the first shape's graph is replayed again afterwards
-    small = FAMILY.make_batches("tiny", {**WORKLOAD, "batch_size": 1}, 1, "cuda", torch.float32, 0)[0]
+    small = FAMILY.make_batches("tiny", replace(WORKLOAD, batch_size=1), 1, "cuda", torch.float32, 0)[0]
     step(small)
     assert (step.captures, len(step.graphs)) == (2, 2)
     step(batches[0])
@@ -227,7 +221,7 @@ def test_graphed_training_steps_match_eager_and_reuse_the_graph():
 @needs_cuda
 def test_graphed_step_in_mixed_precision():
     """bf16 autocast over fp32 trainable weights (the workload's precision): the graphed loss follows eager's."""
-    bf16 = {**WORKLOAD, "dtype": "bf16"}
+    bf16 = replace(WORKLOAD, dtype="bf16")
     eager, model, step = cuda_pair({"vl_pad": 64, "cuda_graphs": True}, torch.bfloat16, workload=bf16)
     batch = FAMILY.make_batches("tiny", bf16, 1, "cuda", torch.bfloat16, 0)[0]
     torch.manual_seed(0)
@@ -249,7 +243,7 @@ fp8_capable = pytest.mark.skipif(
 def test_fp8_dit_on_the_gpu(graphs):
     """torchao float8 (tensorwise) in the tiny DiT: the loss stays within FP8's tolerance of bf16's, eagerly and
     inside a CUDA graph. 16 DiT tokens per sample keep every FP8 GEMM's dimensions multiples of 16."""
-    wl = {**WORKLOAD, "dtype": "bf16", "action_horizon": 15}
+    wl = replace(WORKLOAD, dtype="bf16", action_horizon=15)
     options = {"vl_pad": 64, **({"cuda_graphs": True} if graphs else {})}
     eager, model, step = cuda_pair(options, torch.bfloat16, workload=wl)
     converted = apply_linear(model, parse_options({"linear": "fp8"}), min_features=16)

@@ -1,5 +1,6 @@
 """Every rung of the LoongForge ladder computes what the community rung computes (tiny model, fp32, CPU)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from models.recompute import matching_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = load_scenario(ROOT / "scenarios/pi05-loongforge.yaml")
-WORKLOAD = {**SCENARIO.workload_for("cpu").as_dict(), "batch_size": 2, "text_tokens": 40, "action_horizon": 6}
+WORKLOAD = replace(SCENARIO.workload_for("cpu"), batch_size=2, text_tokens=40, action_horizon=6)
 CPU = get_target("cpu")
 
 

@@ -1,13 +1,16 @@
 """Pi0.5 model: sizes, parameter count, FLOPs, mask semantics, training and sampling (CPU, tiny)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from models.pi05 import FAMILY, FULL, TINY, Pi05Model, count_parameters, forward_flops_per_sample, parse_options
 from models.pi05.attention import bool_mask
 from models.pi05.batch import make_batch, to_device
+from models.workload import Workload
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 6, "seed": 0}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=24, action_horizon=6, seed=0)
 
 
 def tiny(options=None, seed=0):
@@ -16,10 +19,10 @@ def tiny(options=None, seed=0):
 
 
 def batch(seed=0, **overrides):
-    wl = {**WORKLOAD, **overrides}
+    wl = replace(WORKLOAD, **overrides)
     gen = torch.Generator().manual_seed(seed)
     return to_device(
-        make_batch(TINY, wl["batch_size"], wl["cameras"], wl["text_tokens"], wl["action_horizon"], gen),
+        make_batch(TINY, wl.batch_size, wl.cameras, wl.text_tokens, wl.action_horizon, gen),
         "cpu",
         torch.float32,
     )
@@ -56,7 +59,7 @@ def test_full_flops_match_published_breakdown():
     assert f["expert_linear"] / 1e12 == pytest.approx(0.03, abs=0.005)
     assert f["attention"] / 1e12 == pytest.approx(0.09, abs=0.005)
     assert FAMILY.flops_per_sample(
-        "full", {"cameras": 2, "text_tokens": 200, "action_horizon": 50}
+        "full", Workload(batch_size=1, cameras=2, text_tokens=200, action_horizon=50)
     ) / 1e12 == pytest.approx(10.1, abs=0.05)
     # a third real camera adds a SigLIP pass and 256 prefix tokens
     assert forward_flops_per_sample(FULL, 3, 200, 50)["vision"] == pytest.approx(1.5 * f["vision"])
@@ -177,7 +180,7 @@ def test_same_seed_same_model_and_batches():
     assert all(torch.equal(x[k], y[k]) for x, y in zip(b1, b2) for k in x)
     assert not torch.equal(b1[0]["noise"], b1[1]["noise"])  # each step its own noise and time
     # realistic text padding: prompts of 48-80 tokens in the 200-token text budget
-    full = FAMILY.make_batches("full", {**WORKLOAD, "batch_size": 8, "text_tokens": 200}, 1, "cpu", torch.float32, 0)[0]
+    full = FAMILY.make_batches("full", replace(WORKLOAD, batch_size=8, text_tokens=200), 1, "cpu", torch.float32, 0)[0]
     lengths = full["token_masks"].sum(1)
     assert full["images"].shape == (8, 2, 3, 224, 224)
     assert lengths.min() >= 48 and lengths.max() <= 80 and len(set(lengths.tolist())) > 1

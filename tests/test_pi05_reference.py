@@ -13,10 +13,11 @@ from models.pi05 import FAMILY, FULL, Pi05Model, parse_options
 from models.pi05.model import RMSNorm
 from models.pi05.techniques import apply_options
 from models.recompute import Recompute
+from models.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMUNITY = load_scenario(ROOT / "scenarios/pi05-loongforge.yaml").ladder[0].cumulative
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 6, "dtype": "bf16", "lr": 1e-4}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=24, action_horizon=6, dtype="bf16", lr=1e-4)
 
 
 def community(dtype=torch.bfloat16):

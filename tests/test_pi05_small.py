@@ -2,6 +2,8 @@
 LoongForge ladder (FP8 converts linears of both streams), trains a step on the CPU, and its dimensions suit FP8
 GEMMs (multiples of 16)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -11,8 +13,9 @@ from models import get_family
 from models.fp8 import ALIGNMENT, fp8_candidates
 from models.pi05 import SMALL, Pi05Model, count_parameters
 from models.pi05.techniques import FP8_SKIP, FP8_SKIP_EAGER_VISION
+from models.workload import Workload
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 48, "action_horizon": 10, "lr": 1e-4, "dtype": "fp32"}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=48, action_horizon=10, lr=1e-4, dtype="fp32")
 
 
 def test_small_keeps_every_structure_and_its_size_is_stated():
@@ -22,7 +25,9 @@ def test_small_keeps_every_structure_and_its_size_is_stated():
     assert count_parameters(model) == 29_005_472  # docs/training.md states it
     assert SMALL.vision.tokens == 64 and SMALL.vision.patch_size == 14  # SigLIP/14 on 112x112
     assert SMALL.llm.kv_heads == 1 and SMALL.llm.head_dim == SMALL.expert.head_dim == 64  # MQA, joint attention
-    flops = get_family("pi05").flops_per_sample("small", {"cameras": 2, "text_tokens": 200, "action_horizon": 50})
+    flops = get_family("pi05").flops_per_sample(
+        "small", Workload(batch_size=1, cameras=2, text_tokens=200, action_horizon=50)
+    )
     assert flops == pytest.approx(40.14e9, rel=1e-3)  # docs/training.md states it (LIBERO workload)
 
 
@@ -45,7 +50,7 @@ def test_small_builds_with_every_rung_of_the_loongforge_ladder(rung):
     scenario = load_scenario("scenarios/pi05-loongforge.yaml")
     options = dict(next(r for r in scenario.ladder if r.name == rung).cumulative)
     options["attention"] = "sdpa" if options.get("attention") == "flex" else options.get("attention", "eager")
-    workload = {**WORKLOAD, "model_size": "small", "compile_backend": "aot_eager"}
+    workload = replace(WORKLOAD, model_size="small", compile_backend="aot_eager")
     # building is the point here: compile units compile at their first call, FP8 converts at build
     built = family.build("small", family.parse_options(options), workload, "cpu", torch.float32, 0)
     if options.get("linear") == "fp8":
@@ -56,7 +61,7 @@ def test_small_trains_a_step_on_the_cpu():
     torch.set_num_threads(1)
     family = get_family("pi05")
     options = family.parse_options({"camera_slots": "auto", "recompute": "none"})
-    workload = {**WORKLOAD, "model_size": "small"}
+    workload = replace(WORKLOAD, model_size="small")
     built = family.build("small", options, workload, "cpu", torch.float32, 0)
     optimizer = family.optimizer(built.model, options, workload, "cpu")
     step = family.make_step(built.model, optimizer, options)

@@ -14,8 +14,9 @@ import pytest
 from harness.hardware import get_target
 from harness.processes import run_group
 from harness.results import load_result
-from harness.runner import run_rung_process, run_scenario, rung_spec
+from harness.runner import run_rung_process, run_scenario
 from harness.scenario import load_scenario
+from harness.spec import scenario_spec
 
 SCENARIO = """
 name: hang-test
@@ -67,7 +68,7 @@ def spec_for(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     scenario = load_scenario(path)
-    return scenario, rung_spec(scenario, get_target("cpu"), scenario.ladder[0], scenario.workload_for("cpu").as_dict())
+    return scenario, scenario_spec(scenario, get_target("cpu"), scenario.ladder[0])
 
 
 # The children below would sleep 600 s: a deadline that did not hold would keep a test waiting that long. The

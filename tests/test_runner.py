@@ -8,8 +8,9 @@ import pytest
 from harness.cli import main
 from harness.hardware import get_target
 from harness.results import load_result
-from harness.runner import loss_parity, run_rung_process, run_scenario, rung_spec
+from harness.runner import loss_parity, run_rung_process, run_scenario
 from harness.scenario import load_scenario
+from harness.spec import scenario_spec
 
 SCENARIO = """
 name: runner-test
@@ -94,7 +95,7 @@ def test_dead_and_timed_out_rung_processes_are_errors(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     scenario = load_scenario(path)
-    spec = rung_spec(scenario, get_target("cpu"), scenario.ladder[0], scenario.workload_for("cpu").as_dict())
+    spec = scenario_spec(scenario, get_target("cpu"), scenario.ladder[0])
     # an interpreter that cannot start never writes its record
     dead = run_rung_process(spec, lambda _: None, None, env={"PYTHONHASHSEED": "not-a-number"})
     assert dead["status"] == "error" and "exit code" in dead["reason"] and dead["output_tail"]

@@ -12,6 +12,7 @@ from harness.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_
 from models.fp8 import fp8_candidates
 from models.pi05 import FAMILY, FULL, Pi05Model
 from models.pi05.techniques import FP8_SKIP, FP8_SKIP_EAGER_VISION
+from models.workload import Workload
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCENARIO = load_scenario(Path(__file__).resolve().parent.parent / "scenarios/pi05-loongforge.yaml")
@@ -27,7 +28,9 @@ def test_sweep_configurations():
     assert sweep.ladder[2].cumulative == {**base, "recompute": {"patterns": ["backbone.layers.*.prefix.mlp"]}}
     assert sweep.workload_for("h200").batch_size == 16 and sweep.workload_for("cpu").batch_size == 16
     # every group's patterns match modules of the real model
-    model = FAMILY.build("tiny", FAMILY.parse_options(base), {"action_horizon": 4}, "cpu", torch.float32, 0).model
+    model = FAMILY.build(
+        "tiny", FAMILY.parse_options(base), Workload(batch_size=1, action_horizon=4), "cpu", torch.float32, 0
+    ).model
     for rung in sweep.ladder[1:]:
         from models.recompute import matching_modules
 

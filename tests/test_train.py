@@ -100,15 +100,16 @@ def test_convergence_check_catches_a_sabotage_that_the_ladders_loss_parity_passe
     from harness.hardware import get_target
     from harness.results import load_result
     from harness.rung import run
-    from harness.runner import loss_parity, rung_spec
+    from harness.runner import loss_parity
     from harness.scenario import load_scenario
+    from harness.spec import scenario_spec
     from harness.train.convergence import check_convergence
     from harness.train.sabotage import SABOTAGE_ENV
     from models import get_family
 
     sc = load_scenario(scenario)
     family, rung = get_family("pi05"), sc.ladder[0]
-    spec = rung_spec(sc, get_target("cpu"), rung, {**sc.workload_for("cpu").as_dict(), "model": "pi05"})
+    spec = scenario_spec(sc, get_target("cpu"), rung)
     clean = run(spec)
     monkeypatch.setenv(SABOTAGE_ENV, "freeze-time")
     sabotaged = run(spec)

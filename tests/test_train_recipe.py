@@ -10,6 +10,7 @@ from harness.results import load_result
 from harness.train.convergence import check_convergence, smoothed_loss, window_for
 from harness.train.predict import DEFAULT_RESULT, predict, prediction_table
 from harness.train.recipe import OPENPI_PI05_LIBERO, Ema, Recipe, lr_at, optimizer_mismatch
+from models.workload import Workload
 
 
 def test_the_defaults_are_openpis_pi05_libero():
@@ -64,7 +65,10 @@ def test_the_pi05_familys_optimizer_is_the_recipes_adamw():
     family = get_family("pi05")
     opts = family.parse_options({})
     model = torch.nn.Linear(2, 2)
-    assert optimizer_mismatch(family.optimizer(model, opts, {"lr": 1e-4}, "cpu"), OPENPI_PI05_LIBERO) is None
+    assert (
+        optimizer_mismatch(family.optimizer(model, opts, Workload(batch_size=1, lr=1e-4), "cpu"), OPENPI_PI05_LIBERO)
+        is None
+    )
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     assert "SGD" in optimizer_mismatch(sgd, OPENPI_PI05_LIBERO)
 

@@ -2,6 +2,7 @@
 evaluation loads with the preprocessing training used, gradient accumulation, and feeds that start mid-run."""
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,17 +12,18 @@ from harness.data.pipeline import EpochPermutations
 from harness.train.setup import accumulating_step
 from models import get_family
 from models.family import standard_step
+from models.workload import Workload
 
-WORKLOAD = {
-    "batch_size": 4,
-    "cameras": 2,
-    "text_tokens": 48,
-    "action_horizon": 10,
-    "lr": 1e-3,
-    "dtype": "fp32",
-    "model_size": "tiny",
-    "compile_backend": "aot_eager",
-}
+WORKLOAD = Workload(
+    batch_size=4,
+    cameras=2,
+    text_tokens=48,
+    action_horizon=10,
+    lr=1e-3,
+    dtype="fp32",
+    model_size="tiny",
+    compile_backend="aot_eager",
+)
 FAMILY = get_family("pi05")
 
 
@@ -61,7 +63,7 @@ def test_a_written_policy_loads_in_the_evaluation_with_trainings_preprocessing(t
     policy = Pi05Policy(str(tmp_path), device="cpu", dtype="fp32")
     loaded = FAMILY.export_weights(policy.model)
     assert all(torch.equal(loaded[k], plain[k]) for k in plain)
-    assert policy.meta.layout == "lerobot" and policy.meta.horizon == WORKLOAD["action_horizon"]
+    assert policy.meta.layout == "lerobot" and policy.meta.horizon == WORKLOAD.action_horizon
     train = FAMILY.data_processor("tiny", WORKLOAD, stats, "bytes")
     state, task = rng.uniform(-1, 1, 8).astype(np.float32), "put the bowl on the plate"
     # the prompt the evaluation builds is the one training built (tokenizer, state normalisation and bins)
@@ -107,7 +109,7 @@ def dataset(tmp_path_factory) -> str:
 def test_a_dataset_feed_started_at_batch_n_gives_batch_n_of_an_uninterrupted_feed(dataset, kind):
     from harness.data.pipeline import DatasetFeed, DataSpec, LoaderOptions
 
-    workload = {**WORKLOAD, "batch_size": 2, "text_tokens": 32}
+    workload = replace(WORKLOAD, batch_size=2, text_tokens=32)
 
     def batches(start: int, n: int) -> list[dict]:
         feed = DatasetFeed(

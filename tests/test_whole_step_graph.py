@@ -6,8 +6,9 @@ import torch
 
 from models.pi05 import FAMILY, parse_options
 from models.whole_step_graph import WholeStepGraph
+from models.workload import Workload
 
-WORKLOAD = {"batch_size": 2, "cameras": 2, "text_tokens": 24, "action_horizon": 6, "seed": 0, "lr": 1e-3}
+WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=24, action_horizon=6, seed=0, lr=1e-3)
 GRAPHS = {"recompute": "none", "attention": "sdpa", "cuda_graphs": "whole-step"}
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 

@@ -15,6 +15,7 @@ time a step waited for its batch is measured on the host around fetching it.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import statistics
 import threading
@@ -27,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, Bounds, SchemaError, describe
+from models.workload import Workload
 
 from .lerobot_format import LIBERO_CAMERAS
 
@@ -62,6 +64,14 @@ class DataSpec:
     # vocabulary size and cost per prompt, recorded as a stand-in
     tokenizer: str | None = None
     shuffle: bool = True
+
+
+def reading(data: Literal["synthetic"] | DataSpec, dataset: str, **fields) -> DataSpec:
+    """A workload's `data` reading the dataset folder `dataset` instead (and `fields`), never made: a dataset named
+    on the command line that is missing stays an error. A DataSpec keeps its other fields."""
+    if isinstance(data, DataSpec):
+        return dataclasses.replace(data, dataset=dataset, make=None, **fields)
+    return DataSpec(dataset=dataset, **fields)
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,7 @@ __all__ = [
     "SyntheticFeed",
     "batch_generator",
     "feed_kind",
+    "reading",
 ]
 
 
@@ -267,7 +278,7 @@ class DatasetFeed:
         options: LoaderOptions,
         family,
         size: str,
-        workload: dict,
+        workload: Workload,
         device: torch.device,
         dtype: torch.dtype,
         seed: int,
@@ -280,14 +291,14 @@ class DatasetFeed:
         from .errors import DatasetError
 
         cameras = tuple(spec.cameras)
-        if len(cameras) != workload["cameras"]:
+        if len(cameras) != workload.cameras:
             raise DatasetError(
                 "data.cameras",
                 None,
-                f"{workload['cameras']} camera keys (the workload's cameras)",
+                f"{workload.cameras} camera keys (the workload's cameras)",
                 f"{len(cameras)}: {', '.join(cameras)}",
             )
-        self.dataset = LeRobotV3Dataset(spec.dataset, action_horizon=workload["action_horizon"], cameras=list(cameras))
+        self.dataset = LeRobotV3Dataset(spec.dataset, action_horizon=workload.action_horizon, cameras=list(cameras))
         stats_file = self.dataset.root / "meta" / "stats.json"
         try:
             self.processor = family.data_processor(size, workload, self.dataset.stats or {}, spec.tokenizer)
@@ -297,7 +308,7 @@ class DatasetFeed:
         self.dtype = dtype
         self.source = BatchSource(
             self.dataset,
-            workload["batch_size"],
+            workload.batch_size,
             options,
             partial(type(self.processor).collate, cameras=cameras),
             self.processor.prepare,

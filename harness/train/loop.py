@@ -16,6 +16,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..results import ResultWriter, load_result, provenance
 from ..rung import seed_step
+from ..scenario import Workload
+from ..spec import RungSpec
 from .checkpoints import (
     check_same_run,
     load_latest,
@@ -44,22 +46,22 @@ def check_out(plan: TrainPlan) -> None:
         raise InputError(str(out), "--resume", "a folder holding a training run to continue", "none")
 
 
-def run_identity(plan: TrainPlan, spec: dict) -> dict:
+def run_identity(plan: TrainPlan, spec: RungSpec) -> dict:
     """What makes two runs the same run (a resumed run must match it)."""
     s = plan.scenario
     return {
         "scenario": {"name": s.name, "sha256": s.sha256},
         "rung": plan.rung,
         "grad_accum": plan.grad_accum,
-        "options": spec["options"],
-        "loader": spec["loader"],
-        "workload": spec["workload"],
+        "options": spec.options,
+        "loader": spec.loader,
+        "workload": spec.workload_record(),
         "recipe": plan.recipe.as_dict(),
         "init": plan.init,
     }
 
 
-def initial_weights(plan: TrainPlan, training_family, workload: dict, saved) -> dict | None:
+def initial_weights(plan: TrainPlan, training_family, workload: Workload, saved) -> dict | None:
     """Plain-named weights to start from: a resumed run's trained weights, --init's checkpoint, or None."""
     if saved is not None:
         raw = {k[len("weights/") :]: v for k, v in saved.tensors.items() if k.startswith("weights/")}
@@ -70,8 +72,8 @@ def initial_weights(plan: TrainPlan, training_family, workload: dict, saved) -> 
         weights, size = training_family.read_weights(plan.init)
     except ValueError as e:
         raise InputError("--init", None, "a checkpoint in a layout the family reads", str(e).splitlines()[0]) from None
-    if size != workload["model_size"]:
-        raise InputError("--init", None, f"a {workload['model_size']} checkpoint (the run's model size)", size)
+    if size != workload.model_size:
+        raise InputError("--init", None, f"a {workload.model_size} checkpoint (the run's model size)", size)
     return weights
 
 
@@ -84,10 +86,10 @@ def restore(training: Training, saved) -> None:
         training.ema.load(training.family.import_weights(training.built.model, ema))
 
 
-def save(training: Training, plan: TrainPlan, spec: dict, identity: dict, step: int, losses: list) -> Path:
+def save(training: Training, plan: TrainPlan, spec: RungSpec, identity: dict, step: int, losses: list) -> Path:
     """Checkpoint `step`: the policy (EMA weights if kept) and the state --resume needs."""
     family, model = training.family, training.built.model
-    workload = spec["workload"]
+    workload = spec.workload
     trained = {k: v.detach().cpu() for k, v in family.export_weights(model).items()}
     policy = trained
     if training.ema is not None:
@@ -101,10 +103,10 @@ def save(training: Training, plan: TrainPlan, spec: dict, identity: dict, step: 
         family.save_policy(
             folder,
             policy,
-            workload["model_size"],
+            workload.model_size,
             workload,
             training.feed.dataset.stats or {},
-            workload["data"]["tokenizer"],
+            workload.data.tokenizer,
             extra,
         )
 
@@ -129,7 +131,7 @@ def throughput(step_times: list[float], parts: list[dict], batch: int) -> dict:
     }
 
 
-def result_header(plan: TrainPlan, spec: dict, training: Training, command: list[str]) -> dict:
+def result_header(plan: TrainPlan, spec: RungSpec, training: Training, command: list[str]) -> dict:
     s, t, device = plan.scenario, plan.target, training.device
     return {
         "kind": "train",
@@ -142,7 +144,7 @@ def result_header(plan: TrainPlan, spec: dict, training: Training, command: list
             "listed_in_scenario": s.lists_target(t.name),
         },
         "provenance": {**provenance(command), "run_id": uuid.uuid4().hex[:12]},
-        "workload": spec["workload"],
+        "workload": spec.workload_record(),
         "rungs": [],  # not a ladder: compare and the gates skip this file; `vlabench show` prints its table
     }
 
@@ -165,26 +167,26 @@ def earlier_run(plan: TrainPlan, start: int) -> tuple[dict, list]:
     return record, [old["provenance"], *old.get("provenance_earlier", [])]
 
 
-def train_record(plan: TrainPlan, spec: dict, substituted: dict, training: Training, earlier: dict) -> dict:
+def train_record(plan: TrainPlan, spec: RungSpec, substituted: dict, training: Training, earlier: dict) -> dict:
     """The run's record before its first step: what trains, on what, how; the curves come as it goes."""
-    family, workload = training.family, spec["workload"]
+    family, workload = training.family, spec.workload
     params = sum(p.numel() for p in training.built.model.parameters())
     return {
         "rung": plan.rung,
-        "options": spec["options"],
-        "loader": spec["loader"],
+        "options": spec.options,
+        "loader": spec.loader,
         **({"substituted": substituted} if substituted else {}),
-        "model_size": workload["model_size"],
+        "model_size": workload.model_size,
         "parameters": params,
         "trainable_parameters": sum(p.numel() for p in training.built.model.parameters() if p.requires_grad),
-        "flops_per_sample": family.flops_per_sample(workload["model_size"], workload),
+        "flops_per_sample": family.flops_per_sample(workload.model_size, workload),
         "applied": training.built.applied.as_dict(),
         "recipe": plan.recipe.as_dict(),
         "recipe_changed": plan.recipe.changed(),
         "init": plan.init,
         "data": training.feed.describe(),
         "steps_planned": plan.steps,
-        "batch_per_step": workload["batch_size"] * plan.grad_accum,
+        "batch_per_step": workload.batch_size * plan.grad_accum,
         "grad_accum": plan.grad_accum,
         "losses": earlier.get("losses", []),
         "step_times_s": earlier.get("step_times_s", []),
@@ -220,10 +222,9 @@ def progress_line(step: int, steps: int, record: dict, batch: int, every: int, w
     )
 
 
-def run_steps(training: Training, plan: TrainPlan, spec: dict, identity: dict, record: dict, writer) -> None:
+def run_steps(training: Training, plan: TrainPlan, spec: RungSpec, identity: dict, record: dict, writer) -> None:
     """The training loop from the record's step to plan.steps, with progress lines and checkpoints."""
-    workload = spec["workload"]
-    batch, seed = workload["batch_size"] * spec["grad_accum"], workload["seed"]
+    batch, seed = spec.workload.batch_size * spec.grad_accum, spec.workload.seed
     every = plan.log_every or max(1, min(100, plan.steps // 20))
     start = len(record["losses"])
     part = {"start_step": start, "end_step": start, "wall_s": 0.0, "run_id": writer.data["provenance"]["run_id"]}
@@ -272,8 +273,8 @@ def train(plan: TrainPlan, command: list[str]) -> dict:
         raise InputError("--steps", None, f"more than the {start} steps already trained", str(plan.steps))
     from models import get_family
 
-    family = get_family(spec["model"])
-    weights = initial_weights(plan, family, spec["workload"], saved)
+    family = get_family(spec.model)
+    weights = initial_weights(plan, family, spec.workload, saved)
     t0 = time.perf_counter()
     training = build_training(spec, plan.recipe, start, weights)
     if saved is not None:
@@ -286,27 +287,27 @@ def train(plan: TrainPlan, command: list[str]) -> dict:
     record = train_record(plan, spec, substituted, training, earlier)
     writer = ResultWriter(
         Path(plan.out) / RESULT_FILE,
-        {**header, "train": summarize(record, spec["workload"]["batch_size"] * spec["grad_accum"])},
+        {**header, "train": summarize(record, spec.workload.batch_size * spec.grad_accum)},
     )
     print_progress(describe_start(plan, spec, record, time.perf_counter() - t0))
     try:
         run_steps(training, plan, spec, identity, record, writer)
     except KeyboardInterrupt:
-        writer.update({"train": summarize(record, spec["workload"]["batch_size"] * spec["grad_accum"])})
+        writer.update({"train": summarize(record, spec.workload.batch_size * spec.grad_accum)})
         raise
     finally:
         training.feed.close()
     return writer.data
 
 
-def describe_start(plan: TrainPlan, spec: dict, record: dict, built_s: float) -> str:
-    w = spec["workload"]
+def describe_start(plan: TrainPlan, spec: RungSpec, record: dict, built_s: float) -> str:
+    w = spec.workload
     sab = f"; TEST SABOTAGE {record['test_train_sabotage']['mode']}" if record.get("test_train_sabotage") else ""
     return (
-        f"training {plan.scenario.name}/{plan.rung} on {plan.target.name}: {w['model_size']} model "
+        f"training {plan.scenario.name}/{plan.rung} on {plan.target.name}: {w.model_size} model "
         f"({record['parameters'] / 1e6:.1f}M parameters), batch {record['batch_per_step']}"
-        + (f" ({plan.grad_accum} micro-batches of {w['batch_size']})" if plan.grad_accum > 1 else "")
-        + f", {w['dtype']}, steps "
+        + (f" ({plan.grad_accum} micro-batches of {w.batch_size})" if plan.grad_accum > 1 else "")
+        + f", {w.dtype}, steps "
         f"{len(record['losses'])} -> {plan.steps}, peak lr {plan.recipe.peak_lr:g} after {plan.recipe.warmup_steps} "
         f"warm-up steps, EMA {plan.recipe.ema_decay or 'off'}; built in {built_s:.1f}s{sab}"
     )

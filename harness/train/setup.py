@@ -11,14 +11,14 @@ import torch
 
 from models import ModelFamily, get_family
 from models.family import TORCH_DTYPES, Built, Step
-from models.schema import parse
 
-from ..data.pipeline import DatasetFeed, DataSpec, LoaderOptions, feed_kind
+from ..data.pipeline import DatasetFeed, feed_kind, reading
 from ..errors import InputError
 from ..hardware import Device, Target, capabilities, get_device
-from ..rung import wrap_ddp
-from ..runner import rung_spec, unsupported_reason, with_substitutes
+from ..rung import dataset_feed, wrap_ddp
+from ..runner import unsupported_reason, with_substitutes
 from ..scenario import Scenario
+from ..spec import RungSpec, scenario_spec
 from .recipe import Ema, Recipe, optimizer_mismatch
 from .sabotage import apply_sabotage
 
@@ -73,8 +73,8 @@ def resolve_tokenizer(plan: TrainPlan, family: ModelFamily, size: str) -> str:
     )
 
 
-def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
-    """The rung's spec as the ladder runs it (harness/runner.py rung_spec) on the dataset, and what was
+def train_spec(plan: TrainPlan) -> tuple[RungSpec, dict]:
+    """The rung's spec as the ladder runs it (harness/spec.py scenario_spec) on the dataset, and what was
     substituted for the target; one line if the rung cannot train on the target."""
     scenario, target = plan.scenario, plan.target
     rungs = {r.name: r for r in scenario.ladder}
@@ -91,30 +91,16 @@ def train_spec(plan: TrainPlan) -> tuple[dict, dict]:
         raise InputError(
             scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", f"{family.name}"
         )
-    workload = {**scenario.workload_for(target.name).as_dict(), "model": scenario.model}
-    for key, value in (("batch_size", plan.batch_size), ("model_size", plan.model_size)):
-        if value is not None:
-            workload[key] = value
-    if workload["batch_size"] % plan.grad_accum:
-        raise InputError(
-            "--grad-accum", None, f"a divisor of the batch size {workload['batch_size']}", str(plan.grad_accum)
-        )
-    workload["batch_size"] //= plan.grad_accum  # what one forward sees; a step sums grad_accum of them
-    if workload["model_size"] not in family.sizes:
-        raise InputError("--model-size", None, "one of " + ", ".join(family.sizes), repr(workload["model_size"]))
-    data = workload.get("data") if isinstance(workload.get("data"), dict) else {}
-    tokenizer = resolve_tokenizer(plan, family, workload["model_size"])
-    # the dataset named on the command line is never made (a mistyped path stays an error)
-    workload["data"] = {**data, "dataset": str(plan.dataset), "tokenizer": tokenizer, "make": None}
-    workload["flops_per_sample"] = family.flops_per_sample(workload["model_size"], workload)
-    spec = rung_spec(scenario, target, rung, workload)
-    loader = dict(spec["loader"])
-    if feed_kind(workload["data"], loader) == "synthetic":
+    spec = scenario_spec(scenario, target, rung, plan.batch_size, plan.model_size, plan.grad_accum)
+    tokenizer = resolve_tokenizer(plan, family, spec.workload.model_size)
+    data = reading(spec.workload.data, str(plan.dataset), tokenizer=tokenizer)
+    loader = dict(spec.loader)
+    if feed_kind(data, loader) == "synthetic":
         loader["kind"] = "torch"  # a rung measured on synthetic batches trains on the dataset through LeRobot's path
     if plan.workers is not None:
         loader["workers"] = plan.workers
-    spec["loader"] = loader
-    return {**spec, "rung": plan.rung, "grad_accum": plan.grad_accum}, substituted
+    workload = dataclasses.replace(spec.workload, data=data)
+    return dataclasses.replace(spec, workload=workload, loader=loader, rung=plan.rung), substituted
 
 
 @dataclass
@@ -142,18 +128,17 @@ class Training:
         return [batch for batch, _ in fetched], sum(wait for _, wait in fetched)
 
 
-def build_training(spec: dict, recipe: Recipe, start: int, weights: dict | None) -> Training:
+def build_training(spec: RungSpec, recipe: Recipe, start: int, weights: dict | None) -> Training:
     """The rung's model, optimizer, step and feed as harness/rung.py builds them, with `weights` (plain names)
     loaded first and the feed starting at step `start`. With gradient accumulation the step is the standard
     one (loss, backward, clip at 1.0, optimizer) over the sum of its micro-batches' gradients."""
-    family = get_family(spec["model"])
-    workload = spec["workload"]
-    device = get_device(spec["backend"])
-    dtype = TORCH_DTYPES[workload["dtype"]]
-    if family.knobs(spec["options"]).cuda_graphs:
+    family, workload = get_family(spec.model), spec.workload
+    device = get_device(spec.backend)
+    dtype = TORCH_DTYPES[workload.dtype]
+    if family.knobs(spec.options).cuda_graphs:
         raise InputError("--rung", None, "a rung without CUDA graphs", "a whole-step graph, which bakes in the lr")
-    options = family.parse_options(spec["options"])
-    built = family.build(workload["model_size"], options, workload, device.torch_device, dtype, workload["seed"])
+    options = family.parse_options(spec.options)
+    built = family.build(workload.model_size, options, workload, device.torch_device, dtype, workload.seed)
     if weights is not None:
         built.model.load_state_dict(family.import_weights(built.model, weights), strict=True)
     sabotage = apply_sabotage(family, built.model)  # TEST-ONLY; before the optimizer, as in the ladder
@@ -161,25 +146,15 @@ def build_training(spec: dict, recipe: Recipe, start: int, weights: dict | None)
     if flags is not None:
         family.prepare_for_ddp(built, flags)
         model = wrap_ddp(model, flags, built.applied, device)
-    optimizer = family.optimizer(built.model, options, workload, spec["backend"])
+    optimizer = family.optimizer(built.model, options, workload, spec.backend)
     mismatch = optimizer_mismatch(optimizer, recipe)
     if mismatch:
         raise InputError("--rung", None, "the recipe's optimizer", mismatch)
-    feed = DatasetFeed(
-        parse(DataSpec, workload["data"]),
-        parse(LoaderOptions, spec["loader"]),
-        family,
-        workload["model_size"],
-        workload,
-        device.torch_device,
-        dtype,
-        workload["seed"],
-        start=start * spec["grad_accum"],
-    )
+    feed = dataset_feed(spec, family, device, start=start * spec.grad_accum)
     named = dict(built.model.named_parameters())
     ema = Ema(named, recipe.ema_decay) if recipe.ema_decay else None
     names = {id(p): n for n, p in named.items()}
-    accum = spec["grad_accum"]
+    accum = spec.grad_accum
     step = (
         family.make_step(model, optimizer, options)
         if accum == 1

@@ -6,6 +6,7 @@ import torch
 
 from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
+from ..workload import Workload
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
 from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
@@ -18,10 +19,10 @@ from .techniques import apply_options, count_parameters, set_tf32, weight_decay_
 WEIGHT_DECAY = 1e-5  # Isaac-GR00T's TrainingConfig / finetune default; LoongForge's run uses the same
 
 
-def vl_tokens(size: str, workload: dict) -> int:
+def vl_tokens(size: str, workload: Workload) -> int:
     """The VL sequence length FLOPs are counted at: image tokens plus the workload's `text_tokens`, the budget of
     non-image tokens (chat template, instruction, image markers, padding). LoongForge pads to 220 = 2 x 64 + 92."""
-    return workload["cameras"] * SIZES[size].vision.tokens + workload["text_tokens"]
+    return workload.cameras * SIZES[size].vision.tokens + workload.text_tokens
 
 
 class Gr00tFamily(ModelFamily):
@@ -70,15 +71,15 @@ class Gr00tFamily(ModelFamily):
             "0.9% per step over 30 steps on an H200)"
         )
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
         """Analytic remarks on what a rung changes, for tables."""
         notes = []
         prev, opts = parse_options(previous or {}), parse_options(options)
-        cfg = SIZES[workload["model_size"]]
+        cfg = SIZES[workload.model_size]
         if prev.lm_head and not opts.lm_head:
-            tokens = opts.vl_pad or vl_tokens(workload["model_size"], workload)
-            gflop = forward_flops_per_sample(cfg, workload["cameras"], tokens, workload["action_horizon"])["lm_head"]
-            logits = workload["batch_size"] * tokens * cfg.llm.vocab * (2 if workload["dtype"] == "bf16" else 4)
+            tokens = opts.vl_pad or vl_tokens(workload.model_size, workload)
+            gflop = forward_flops_per_sample(cfg, workload.cameras, tokens, workload.action_horizon)["lm_head"]
+            logits = workload.batch_size * tokens * cfg.llm.vocab * (2 if workload.dtype == "bf16" else 4)
             notes.append(
                 f"skips the discarded lm_head: {gflop / 1e9:.1f} GFLOP/sample and {logits / 2**30:.2f} GiB "
                 f"of logits per step (analytic)"
@@ -111,7 +112,9 @@ class Gr00tFamily(ModelFamily):
             "dit-blocks": ("dit.blocks.*",),
         }
 
-    def build(self, size: str, options: Gr00tOptions, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
+    def build(
+        self, size: str, options: Gr00tOptions, workload: Workload, device, dtype: torch.dtype, seed: int
+    ) -> Built:
         """The plain model with N1.6 fine-tuning's trainable set and precision (frozen bf16, trainable fp32 under
         bf16 autocast, TF32 on, for a bf16 workload; all fp32 otherwise), then the rung's switches."""
         with torch.device(device):
@@ -121,18 +124,16 @@ class Gr00tFamily(ModelFamily):
         apply_mixed_precision(model, dtype)
         if dtype == torch.bfloat16 and torch.device(device).type == "cuda":
             set_tf32(True)
-        model.default_horizon = workload["action_horizon"]
-        applied = apply_options(model, options, workload.get("compile_backend", "inductor"))
+        model.default_horizon = workload.action_horizon
+        applied = apply_options(model, options, workload.compile_backend)
         return Built(model.train(), applied)
 
     def optimizer(
-        self, model: torch.nn.Module, options: Gr00tOptions, workload: dict, backend: str
+        self, model: torch.nn.Module, options: Gr00tOptions, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
         """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
         betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms."""
-        return torch.optim.AdamW(
-            weight_decay_groups(model, WEIGHT_DECAY), lr=workload["lr"], betas=(0.9, 0.999), eps=1e-8
-        )
+        return torch.optim.AdamW(weight_decay_groups(model, WEIGHT_DECAY), lr=workload.lr, betas=(0.9, 0.999), eps=1e-8)
 
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Gr00tOptions) -> Step:
         """The standard step, or with `cuda_graphs` one that replays a captured forward and backward per batch
@@ -142,10 +143,10 @@ class Gr00tFamily(ModelFamily):
         pad_id = getattr(model, "module", model).cfg.pad_token_id
         return GraphedStep(self.loss, model, optimizer, options.vl_pad, pad_id, options.ddp)
 
-    def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+    def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
 
-    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> Gr00tProcessor:
+    def data_processor(self, size: str, workload: Workload, stats: dict, tokenizer: str | None) -> Gr00tProcessor:
         """Isaac-GR00T N1.6's LIBERO preprocessing (processor.py): the chat-template prompt with 64 image tokens
         per 224x224 view, min/max normalisation of state and actions from the dataset's statistics (min, max),
         state padded to 128, actions to 128 dimensions with their mask, embodiment libero_panda; Qwen3's
@@ -157,23 +158,23 @@ class Gr00tFamily(ModelFamily):
 
         return Gr00tPolicy(checkpoint, **kwargs)
 
-    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+    def floor_ops(self, size: str, workload: Workload) -> tuple[list, list]:
         """The step's GEMMs and attention calls with the trainable set's backward, the VL sequence at the length
         the FLOPs are counted at, without the discarded lm_head (flops.py's floor_ops)."""
         return floor_ops(
             SIZES[size],
-            workload["batch_size"],
-            workload["cameras"],
+            workload.batch_size,
+            workload.cameras,
             vl_tokens(size, workload),
-            workload["action_horizon"],
+            workload.action_horizon,
         )
 
-    def flops_per_sample(self, size: str, workload: dict) -> float:
+    def flops_per_sample(self, size: str, workload: Workload) -> float:
         """The reference step's analytic FLOPs: the discarded lm_head included and the VL sequence at the
         workload's padded length, as LoongForge's published estimate counts them (1.51 TFLOP at 220 tokens), so
         that every rung of a ladder shares one figure (a rung that skips the lm_head does less for the same)."""
         return train_flops_per_sample(
-            SIZES[size], workload["cameras"], vl_tokens(size, workload), workload["action_horizon"], lm_head=True
+            SIZES[size], workload.cameras, vl_tokens(size, workload), workload.action_horizon, lm_head=True
         )
 
 

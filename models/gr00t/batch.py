@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from .. import batches
+from ..workload import Workload
 from .config import Gr00tConfig
 
 TEMPLATE_HEAD = 15
@@ -113,10 +114,10 @@ def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
     return batches.to_device(batch, device, dtype, keep=("beta_sample",))
 
 
-def make_batches(cfg: Gr00tConfig, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+def make_batches(cfg: Gr00tConfig, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
     def one(gen):
         return make_batch(
-            cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"], workload["action_horizon"], gen
+            cfg, workload.batch_size, workload.cameras, workload.text_tokens, workload.action_horizon, gen
         )
 
     return batches.seeded_batches(one, n, device, dtype, seed, keep=("beta_sample",))

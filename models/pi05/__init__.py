@@ -8,6 +8,7 @@ from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
 from ..tokenizers import ByteTokenizer, StandInTokenizer, load_sentencepiece
 from ..whole_step_graph import WholeStepGraph
+from ..workload import Workload
 from . import weights
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, SMALL, TINY, Pi05Config
@@ -65,21 +66,21 @@ class Pi05Family(ModelFamily):
             "bf16 weights updated by AdamW drift apart over the warm-up and timed steps"
         )
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: dict) -> list[str]:
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
         """Analytic remarks on what a rung changes, for tables (e.g. attention memory saved by flex)."""
         notes = []
         prev = parse_options(previous or {})
         opts = parse_options(options)
         if opts.attention == "flex" and prev.attention == "eager":
-            cfg = SIZES[workload["model_size"]]
-            slots = workload["cameras"] if opts.camera_slots == "auto" else opts.camera_slots
-            tokens = slots * cfg.vision.tokens + workload["text_tokens"] + workload["action_horizon"]
+            cfg = SIZES[workload.model_size]
+            slots = workload.cameras if opts.camera_slots == "auto" else opts.camera_slots
+            tokens = slots * cfg.vision.tokens + workload.text_tokens + workload.action_horizon
             saved = eager_attention_activation_bytes(
-                workload["batch_size"],
+                workload.batch_size,
                 cfg.llm.heads,
                 tokens,
                 tokens,
-                2 if workload["dtype"] == "bf16" else 4,
+                2 if workload.dtype == "bf16" else 4,
                 cfg.llm.head_dim,
                 cfg.llm.kv_heads,
             )
@@ -104,13 +105,15 @@ class Pi05Family(ModelFamily):
             "expert-mlp": ("backbone.layers.*.suffix.mlp",),
         }
 
-    def build(self, size: str, options: Pi05Options, workload: dict, device, dtype: torch.dtype, seed: int) -> Built:
+    def build(
+        self, size: str, options: Pi05Options, workload: Workload, device, dtype: torch.dtype, seed: int
+    ) -> Built:
         with torch.device(device):
             model = Pi05Model(SIZES[size])
         init_weights(model, seed)
         model.to(dtype)
-        model.default_horizon = workload["action_horizon"]
-        applied = apply_options(model, options, workload.get("compile_backend", "inductor"))
+        model.default_horizon = workload.action_horizon
+        applied = apply_options(model, options, workload.compile_backend)
         return Built(model.train(), applied)
 
     def prepare_for_ddp(self, built: Built, flags: DdpFlags) -> list[str]:
@@ -125,14 +128,14 @@ class Pi05Family(ModelFamily):
         return sorted(dead)
 
     def optimizer(
-        self, model: torch.nn.Module, options: Pi05Options, workload: dict, backend: str
+        self, model: torch.nn.Module, options: Pi05Options, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
         """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused; with its
         step counter on the device (`capturable`) when the whole step is a CUDA graph."""
         params = [p for p in model.parameters() if p.requires_grad]
         return torch.optim.AdamW(
             params,
-            lr=workload["lr"],
+            lr=workload.lr,
             betas=(0.9, 0.95),
             eps=1e-8,
             weight_decay=1e-10,
@@ -146,10 +149,10 @@ class Pi05Family(ModelFamily):
             return WholeStepGraph(self.loss, model, optimizer)
         return standard_step(self.loss, model, optimizer)
 
-    def make_batches(self, size: str, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+    def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
 
-    def data_processor(self, size: str, workload: dict, stats: dict, tokenizer: str | None) -> Pi05Processor:
+    def data_processor(self, size: str, workload: Workload, stats: dict, tokenizer: str | None) -> Pi05Processor:
         """LeRobot's Pi0.5 preprocessing: quantile normalisation of state and actions from the dataset's
         statistics (epsilon only where a quantile range is zero), the state padded to 32 and discretised into
         the prompt, 200 tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8 bytes,
@@ -163,7 +166,7 @@ class Pi05Family(ModelFamily):
             tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
         return Pi05Processor(
             tok,
-            max_tokens=workload["text_tokens"],
+            max_tokens=workload.text_tokens,
             state_in_prompt=True,
             state_pad=32,
             state_norm=state,
@@ -194,7 +197,7 @@ class Pi05Family(ModelFamily):
         return state, infer_size({k: tuple(v.shape) for k, v in state.items()}, str(path))
 
     def save_policy(
-        self, folder, plain: dict, size: str, workload: dict, stats: dict, tokenizer: str | None, extra: dict
+        self, folder, plain: dict, size: str, workload: Workload, stats: dict, tokenizer: str | None, extra: dict
     ) -> None:
         """An evaluable checkpoint in LeRobot's layout (models/pi05/export.py) in the existing `folder`."""
         from .export import write_policy
@@ -212,19 +215,17 @@ class Pi05Family(ModelFamily):
         """The time MLP and every adaRMS modulation: how the model knows the flow time (test sabotage)."""
         return weights.time_conditioning_names(model)
 
-    def floor_ops(self, size: str, workload: dict) -> tuple[list, list]:
+    def floor_ops(self, size: str, workload: Workload) -> tuple[list, list]:
         return floor_ops(
             SIZES[size],
-            workload["batch_size"],
-            workload["cameras"],
-            workload["text_tokens"],
-            workload["action_horizon"],
+            workload.batch_size,
+            workload.cameras,
+            workload.text_tokens,
+            workload.action_horizon,
         )
 
-    def flops_per_sample(self, size: str, workload: dict) -> float:
-        return train_flops_per_sample(
-            SIZES[size], workload["cameras"], workload["text_tokens"], workload["action_horizon"]
-        )
+    def flops_per_sample(self, size: str, workload: Workload) -> float:
+        return train_flops_per_sample(SIZES[size], workload.cameras, workload.text_tokens, workload.action_horizon)
 
 
 FAMILY = Pi05Family()

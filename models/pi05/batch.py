@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import batches
+from ..workload import Workload
 from .config import Pi05Config
 
 # LIBERO prompts in the Pi0.5 format ("Task: ..., State: <8 discretised values>;\nAction: ") take
@@ -44,10 +45,10 @@ def to_device(batch: dict, device, dtype: torch.dtype) -> dict:
     return batches.to_device(batch, device, dtype, keep=("time",))
 
 
-def make_batches(cfg: Pi05Config, workload: dict, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
+def make_batches(cfg: Pi05Config, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
     def one(gen):
         return make_batch(
-            cfg, workload["batch_size"], workload["cameras"], workload["text_tokens"], workload["action_horizon"], gen
+            cfg, workload.batch_size, workload.cameras, workload.text_tokens, workload.action_horizon, gen
         )
 
     return batches.seeded_batches(one, n, device, dtype, seed, keep=("time",))

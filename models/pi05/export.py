@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..workload import Workload
 from .checkpoint import to_reference_state_dict
 from .config import Pi05Config
 
@@ -31,15 +32,15 @@ NORMALIZER_FILE = "normalizer.safetensors"
 SAMPLE_STEPS = 10  # Euler steps at inference, as both references
 
 
-def policy_config(cfg: Pi05Config, workload: dict, extra: dict) -> dict:
+def policy_config(cfg: Pi05Config, workload: Workload, extra: dict) -> dict:
     """config.json in LeRobot's Pi0.5 keys, plus ours under `vlabench`."""
     return {
         "type": "pi05",
-        "chunk_size": workload["action_horizon"],
-        "n_action_steps": workload["action_horizon"],
+        "chunk_size": workload.action_horizon,
+        "n_action_steps": workload.action_horizon,
         "max_state_dim": STATE_PAD,
         "max_action_dim": cfg.action_dim,
-        "tokenizer_max_length": workload["text_tokens"],
+        "tokenizer_max_length": workload.text_tokens,
         "num_inference_steps": SAMPLE_STEPS,
         "image_resolution": [cfg.vision.image_size, cfg.vision.image_size],
         "normalization_mapping": dict(NORM_MAP),
@@ -73,7 +74,7 @@ def write_policy(
     folder,
     weights: dict[str, torch.Tensor],
     cfg: Pi05Config,
-    workload: dict,
+    workload: Workload,
     stats: dict,
     tokenizer: str | None,
     extra: dict | None = None,

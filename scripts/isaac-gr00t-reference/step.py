@@ -352,16 +352,17 @@ RUNGS = {
 def vlabench_step(rung_options: dict, detail: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     from models.gr00t import FAMILY
+    from models.workload import Workload
 
-    workload = {
-        "batch_size": BATCH,
-        "cameras": 2,
-        "text_tokens": VL_TOKENS - 128,
-        "action_horizon": HORIZON,
-        "dtype": "bf16",
-        "lr": 1e-4,
-        "model_size": "full",
-    }
+    workload = Workload(
+        batch_size=BATCH,
+        cameras=2,
+        text_tokens=VL_TOKENS - 128,
+        action_horizon=HORIZON,
+        dtype="bf16",
+        lr=1e-4,
+        model_size="full",
+    )
     options = FAMILY.parse_options(rung_options)
     model = FAMILY.build("full", options, workload, "cuda", torch.bfloat16, 0).model
     optimizer = FAMILY.optimizer(model, options, workload, "cuda")

@@ -1,0 +1,52 @@
+"""The workload a model family builds, feeds and counts for: batch and input shapes, precision, learning rate,
+model size, seed, step counts and the compile backend.
+
+The harness's scenario workload (harness/scenario.py) is this dataclass with where the batches come from added,
+so a family receives the harness's workload typed as this one and reads its fields by name. A result file's
+`workload` block is `as_dict()` with the model family and its analytic FLOPs per sample beside the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from .schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, parse, to_plain
+
+Dtype = Literal["bf16", "fp32"]
+CompileBackend = Literal["inductor", "aot_eager", "eager"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    batch_size: Annotated[int, AT_LEAST_ONE]  # per process; a step of several processes trains the product
+    cameras: Annotated[int, AT_LEAST_ONE] = 2
+    text_tokens: Annotated[int, NON_NEGATIVE] = 200
+    action_horizon: Annotated[int, AT_LEAST_ONE] = 50
+    warmup_steps: Annotated[int, NON_NEGATIVE] = 5
+    timed_steps: Annotated[int, AT_LEAST_ONE] = 20
+    seed: Annotated[int, NON_NEGATIVE] = 0
+    dtype: Dtype = "bf16"
+    lr: Annotated[float, POSITIVE] = 2.5e-5
+    model_size: str = "full"  # one of the family's sizes (the harness checks it against the family)
+    # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
+    # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
+    compile_backend: CompileBackend = "inductor"
+
+    def as_dict(self) -> dict:
+        return to_plain(self)
+
+    def record(self, model: str, flops_per_sample: float) -> dict:
+        """The `workload` block of a result file: the fields, then the model family and its FLOPs per sample."""
+        return {**self.as_dict(), "model": model, "flops_per_sample": flops_per_sample}
+
+    @classmethod
+    def from_record(cls, block: dict):
+        """The workload of a result file's `workload` block (or of `as_dict()`): the keys `record` adds and
+        fields an older file lacks (their defaults) are fine."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return parse(cls, {k: v for k, v in block.items() if k in names}, "workload")
+
+
+__all__ = ["CompileBackend", "Dtype", "Workload"]
