@@ -231,7 +231,7 @@ def gate_train_ladders(
 ) -> GateReport:
     """Two train-ladder results (`vlabench train-ladder`), rung by rung: the success gate per suite and the
     convergence check (the rung's smoothed final loss within the ladder's tolerance of the recorded run's)."""
-    from .train.ladder_judge import convergence
+    from .train.convergence import check_convergence
 
     for name, result in ((current_name, current), (baseline_name, baseline)):
         if result.get("kind") != "train-ladder":
@@ -255,8 +255,8 @@ def gate_train_ladders(
             check = success_check(suite, entry, c.get("success_rate", {}).get(suite), limits)
             check.subject = f"{name} {suite}"
             report.checks.append(check)
-        conv = convergence(c, b, tolerance)
-        if conv is not None:
+        if c.get("train") and b.get("train"):
+            conv = check_convergence(c, b, tolerance, names=(name, name)).as_dict()
             verdict = PASS if conv["passed"] else FAIL
             change = "-" if conv["rel_diff"] is None else f"{conv['rel_diff']:+.1%}"
             note = f"smoothed final loss over the last {conv['window']} steps, |diff| <= {tolerance:.0%}"
