@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 from .family import ModelFamily
 from .schema import SchemaError
 
 # Registration is the one place the harness learns of a family: name -> module holding `FAMILY`.
-FAMILIES = {"pi05": "models.pi05", "gr00t": "models.gr00t"}
+BUILT_IN = {"pi05": "models.pi05", "gr00t": "models.gr00t"}
+# Families outside this package: `name=module` entries, comma-separated, read when `models` is imported. Being in
+# the environment, the registration reaches the rung processes the runner starts (they import `models` afresh).
+FAMILIES_ENV = "VLABENCH_FAMILIES"
+
+
+def families_from_env(text: str | None) -> dict[str, str]:
+    """The `name=module` entries of VLABENCH_FAMILIES (empty or unset: none); a malformed entry is a ValueError."""
+    out = {}
+    for entry in (text or "").split(","):
+        if not entry.strip():
+            continue
+        name, sep, module = (part.strip() for part in entry.partition("="))
+        if not sep or not name or not module:
+            raise ValueError(f"{FAMILIES_ENV}: expected name=module entries separated by commas, got {entry!r}")
+        out[name] = module
+    return out
+
+
+FAMILIES = {**BUILT_IN, **families_from_env(os.environ.get(FAMILIES_ENV))}
 
 
 class UnknownFamilyError(LookupError):
@@ -25,4 +45,13 @@ def get_family(name: str) -> ModelFamily:
     return importlib.import_module(FAMILIES[name]).FAMILY
 
 
-__all__ = ["FAMILIES", "ModelFamily", "SchemaError", "UnknownFamilyError", "get_family"]
+__all__ = [
+    "BUILT_IN",
+    "FAMILIES",
+    "FAMILIES_ENV",
+    "ModelFamily",
+    "SchemaError",
+    "UnknownFamilyError",
+    "families_from_env",
+    "get_family",
+]
