@@ -19,7 +19,7 @@ def load_step_script():
 
 
 def docs_block() -> str:
-    text = (ROOT / "docs/gr00t.md").read_text()
+    text = (ROOT / "docs/history/gr00t-runs.md").read_text()
     start, end = "<!-- isaac-gr00t-step tables -->\n", "\n<!-- end isaac-gr00t-step tables -->"
     return text[text.index(start) + len(start) : text.index(end)]
 

@@ -426,7 +426,7 @@ def render_summary(results: dict[str, dict]) -> str:
 
 
 def render_tables(result: dict) -> str:
-    """The markdown tables docs/gr00t.md shows for a result of this script: every side's step (median, spread,
+    """The markdown tables docs/history/gr00t-runs.md shows for a result of this script: every side's step (median, spread,
     speedup over the reference's step, the profile's kernel time, launches, device idle and host time), then the
     reference beside our community rung per component (forward host time, aten operations) and their host
     syncs."""
