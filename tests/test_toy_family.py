@@ -59,6 +59,7 @@ def test_a_new_process_sees_the_registered_family(toy_registered):
     assert out.split(" ", 1) == ["toy", "['pi05', 'gr00t', 'toy']\n"]
 
 
+@pytest.mark.slow  # a subprocess ladder (about 12 s on 2 cores)
 def test_the_toy_family_runs_a_ladder_and_shows_it(toy_registered, tmp_path, capsys):
     from toy_family import FAMILY, ToyFamily
 
