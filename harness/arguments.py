@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from .errors import InputError
-from .hardware import TARGETS, detect_target, get_target
+from .machine.hardware import TARGETS, detect_target, get_target
 
 
 def fraction(name: str, text: str) -> float:
     """`5%` or `0.05` -> 0.05; anything else is one line naming the flag."""
-    from .published import parse_percent
+    from .judge.published import parse_percent
 
     value = parse_percent(text)
     if value is None:

@@ -14,7 +14,7 @@ from models import UnknownFamilyError
 
 from .arguments import fraction, resolve_target
 from .errors import InputError
-from .hardware import TARGETS
+from .machine.hardware import TARGETS
 from .outputs import at_least, check_out_dir, check_out_file, positive_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -26,8 +26,8 @@ def _fail(msg: str) -> int:
 
 
 def cmd_run(args) -> int:
-    from .report import ladder_table
-    from .runner import run_scenario
+    from .ladder.runner import run_scenario
+    from .report.report import ladder_table
     from .scenario import load_scenario
 
     positive_seconds("--rung-timeout", args.rung_timeout)
@@ -102,9 +102,9 @@ def with_dataset(scenario, path: str):
 def cmd_recompute_sweep(args) -> int:
     from models import get_family
 
-    from .runner import run_scenario
+    from .ladder.runner import run_scenario
+    from .ladder.sweep import default_rung, sweep_scenario, sweep_table
     from .scenario import load_scenario
-    from .sweep import default_rung, sweep_scenario, sweep_table
 
     positive_seconds("--rung-timeout", args.rung_timeout)
     at_least("--batch-size", args.batch_size, 1, "a positive batch size")
@@ -165,8 +165,8 @@ def _sweep_knobs_error(family, scenario, compile_mode: str | None) -> str | None
 
 def _trainable_on(scenario, target):
     """Whether the target can train a rung of the scenario (with the target's substitutes), as `run` decides."""
-    from .hardware import capabilities
-    from .runner import unsupported_reason, with_substitutes
+    from .ladder.runner import unsupported_reason, with_substitutes
+    from .machine.hardware import capabilities
 
     caps = capabilities(target)
     return lambda rung: (
@@ -177,8 +177,8 @@ def _trainable_on(scenario, target):
 def cmd_recompute_plan(args) -> int:
     import yaml
 
+    from .ladder.sweep import plan_recompute, sweep_table
     from .results import load_result
-    from .sweep import plan_recompute, sweep_table
 
     result = load_result(args.sweep)
     if result.get("kind") != "recompute-sweep":
@@ -204,10 +204,10 @@ def cmd_recompute_plan(args) -> int:
 
 
 def cmd_floor(args) -> int:
-    from .hardware import capabilities, get_device
-    from .report import floor_table
+    from .ladder.runner import measure_floor_process
+    from .machine.hardware import capabilities, get_device
+    from .report.report import floor_table
     from .results import ResultWriter, provenance
-    from .runner import measure_floor_process
     from .scenario import load_scenario
     from .spec import scenario_spec
 
@@ -251,9 +251,9 @@ def cmd_floor(args) -> int:
 def cmd_profile(args) -> int:
     import json as json_
 
-    from .hardware import capabilities
-    from .profile import profile_rung, profile_table
-    from .runner import unsupported_reason, with_substitutes
+    from .ladder.profile import profile_rung, profile_table
+    from .ladder.runner import unsupported_reason, with_substitutes
+    from .machine.hardware import capabilities
     from .scenario import load_scenario
     from .spec import scenario_spec
 
@@ -305,8 +305,8 @@ def _default_out(name: str, target: str) -> Path:
 def cmd_show(args) -> int:
     from tabulate import tabulate_formats
 
-    from .floor import attach_floors
-    from .report import result_table
+    from .ladder.floor import attach_floors
+    from .report.report import result_table
     from .results import load_result
 
     if args.format not in tabulate_formats:
@@ -319,7 +319,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_readme(args) -> int:
-    from .readme import update_readme
+    from .report.readme import update_readme
 
     changed = update_readme(Path(args.repo), check=args.check)
     if args.check and changed:
@@ -330,7 +330,7 @@ def cmd_readme(args) -> int:
 
 
 def cmd_gate(args) -> int:
-    from .gates import Limits, gate_files, recorded_baseline_path
+    from .judge.gates import Limits, gate_files, recorded_baseline_path
     from .results import load_result
 
     limits = Limits(
@@ -356,7 +356,7 @@ def cmd_gate(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from .gates import record_baseline
+    from .judge.gates import record_baseline
 
     dest = record_baseline(args.result, args.results_dir, force=args.force)
     print(f"recorded {args.result} as the baseline {dest}")
@@ -370,8 +370,8 @@ def _load_results(paths) -> list:
 
 
 def cmd_compare(args) -> int:
-    from . import compare
-    from .published import load_published
+    from .judge import compare
+    from .judge.published import load_published
 
     if args.out:
         check_out_dir(args.out)
@@ -394,8 +394,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .published import load_published
-    from .report import write_report
+    from .judge.published import load_published
+    from .report.report import write_report
 
     check_out_dir(args.out)
     figures = None if args.no_published else load_published(args.published_dir)
@@ -543,7 +543,7 @@ def _add_floor_and_profile(sub) -> None:
 
 def _add_result_commands(sub) -> None:
     """show, gate, record, compare, report."""
-    from .published import PUBLISHED_DIR
+    from .judge.published import PUBLISHED_DIR
 
     show = sub.add_parser("show", help="print the ladder table of result files")
     show.add_argument("results", nargs="+", help="result JSON files")
@@ -596,7 +596,7 @@ def _add_result_commands(sub) -> None:
 
 def _add_module_commands(sub) -> None:
     """Commands whose arguments live beside their logic, and readme."""
-    from .gate_power import add_gate_power_arguments, cmd_gate_power
+    from .judge.gate_power import add_gate_power_arguments, cmd_gate_power
 
     power = sub.add_parser(
         "gate-power", help="how the speed gate decides on the committed results: injected changes, same-code repeats"
@@ -628,7 +628,7 @@ def _add_module_commands(sub) -> None:
     add_train_ladder_arguments(tl)
     tl.set_defaults(func=cmd_train_ladder)
 
-    from .ab import add_ab_arguments, cmd_ab
+    from .judge.ab import add_ab_arguments, cmd_ab
 
     ab = sub.add_parser("ab", help="A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)")
     add_ab_arguments(ab)

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 from models.schema import AT_LEAST_ONE, Bounds, Expect, SchemaError, describe, parse, to_plain
 
-from .errors import InputError
-from .user_yaml import load_yaml
+from ..errors import InputError
+from ..user_yaml import load_yaml
 
-PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "results" / "published"
+PUBLISHED_DIR = Path(__file__).resolve().parents[2] / "results" / "published"
 NOT_STATED = "not stated"
 # Metrics vlabench measures, so a figure of one of them may map onto our results (`ours`).
 COMPARABLE = {
