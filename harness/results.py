@@ -297,3 +297,8 @@ def load_result(path) -> dict:
     except Mismatch as e:
         fail(e.key, e.expected, e.got)
     return data
+
+
+def load_results(paths) -> list[tuple[str, dict]]:
+    """(path, result) of each file, in order, as `compare` and `report` read their arguments."""
+    return [(str(p), load_result(p)) for p in paths]
