@@ -254,7 +254,7 @@ def add_gate_power_arguments(parser) -> None:
 
 
 def cmd_gate_power(args) -> int:
-    from .published import parse_percent
+    from ..arguments import parse_percent
 
     tolerance = parse_percent(args.tolerance)
     if tolerance is None or not 0 < tolerance < 1:
