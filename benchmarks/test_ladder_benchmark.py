@@ -3,7 +3,7 @@
     pytest benchmarks/ --benchmark-autosave                                      # record
     pytest benchmarks/ --benchmark-compare --benchmark-compare-fail=median:5%    # gate against the last record
 
-Each rung is built in this process with the same code as `vlabench run` (harness/rung.py: options,
+Each rung is built in this process with the same code as `vlabench run` (harness/ladder/rung.py: options,
 batches, optimizer), warmed up for the scenario's warm-up steps and timed for its timed steps on the
 target the scenario gives the machine (the cpu target's tiny model on a CPU). Rungs the target cannot
 run are skipped with the reason. `vlabench gate` is the noise-aware gate; this is the pytest-native one.
@@ -14,14 +14,14 @@ import time
 import pytest
 import torch
 
-from harness.hardware import capabilities, detect_target, get_target
-from harness.rung import (
+from harness.ladder.rung import (
     build,
     configured_test_slowdown,
     seed_step,
     slow_down_for_test,
 )
-from harness.runner import unsupported_reason, with_substitutes
+from harness.ladder.runner import unsupported_reason, with_substitutes
+from harness.machine.hardware import capabilities, detect_target, get_target
 from harness.scenario import load_scenario
 from harness.spec import scenario_spec
 

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
 from .errors import InputError
-from .hardware import TARGETS, detect_target, get_target
+from .machine.hardware import TARGETS, detect_target, get_target
+
+_PERCENT = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*%\s*")
+
+
+def parse_percent(text) -> float | None:
+    """`5%` or a fraction below 1 (`0.05`) -> 0.05; None if it is neither (a bare `5` is ambiguous)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text) if 0 <= text < 1 else None
+    if isinstance(text, str):
+        m = _PERCENT.fullmatch(text)
+        if m:
+            return float(m.group(1)) / 100
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value if 0 <= value < 1 else None
+    return None
 
 
 def fraction(name: str, text: str) -> float:
     """`5%` or `0.05` -> 0.05; anything else is one line naming the flag."""
-    from .published import parse_percent
-
     value = parse_percent(text)
     if value is None:
         raise InputError(name, None, "a percentage like 5% or a fraction like 0.05", repr(text))

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, get_args
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Expect, SchemaError, describe, parse
 
 from .errors import InputError
-from .result_checks import Mismatch, check_result
+from .stats.result_checks import Mismatch, check_result
 
 SCHEMA = "vlabench.result/1"
 RungStatus = Literal["ok", "oom", "error", "unsupported", "skipped"]
@@ -293,7 +293,12 @@ def load_result(path) -> dict:
     except SchemaError as e:
         fail(e.key, e.expected, e.got)
     try:
-        check_result(data)  # figures that must follow from the stored data (harness/result_checks.py)
+        check_result(data)  # figures that must follow from the stored data (harness/stats/result_checks.py)
     except Mismatch as e:
         fail(e.key, e.expected, e.got)
     return data
+
+
+def load_results(paths) -> list[tuple[str, dict]]:
+    """(path, result) of each file, in order, as `compare` and `report` read their arguments."""
+    return [(str(p), load_result(p)) for p in paths]

@@ -26,7 +26,7 @@ from models.schema import (
 
 from .data.pipeline import DataSpec, LoaderOptions
 from .errors import InputError
-from .hardware import TARGETS, Capability
+from .machine.hardware import TARGETS, Capability
 from .user_yaml import load_yaml
 
 RUNG_NAME = Match(r"[a-z0-9][a-z0-9-]*", "a name of lowercase letters, digits and '-' (e.g. compile-backbone)")

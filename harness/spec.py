@@ -1,5 +1,5 @@
-"""What a measuring process builds: the spec the runner writes for a rung process (harness/rung.py), the kernel
-floor's process (harness/floor.py) and a training run (harness/train/setup.py), and the one recipe that makes it
+"""What a measuring process builds: the spec the runner writes for a rung process (harness/ladder/rung.py), the kernel
+floor's process (harness/ladder/floor.py) and a training run (harness/train/setup.py), and the one recipe that makes it
 from a scenario, a target and the command line's overrides.
 
 A spec crosses a process boundary as JSON (`to_dict`, `from_dict`); its `workload` there is the result file's
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from models import get_family
 
 from .errors import InputError
-from .hardware import Target
+from .machine.hardware import Target
 from .scenario import Rung, Scenario, Workload
 
 

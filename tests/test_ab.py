@@ -14,9 +14,20 @@ from pathlib import Path
 import pytest
 from machine_load import cpu_hog
 
-from harness import ab
-from harness.ab import FAIL, FASTER, INCONCLUSIVE, NOT_GATED, PASS, Run, checked_out, decide, exit_code, resolve_side
 from harness.cli import main
+from harness.judge import ab
+from harness.judge.ab import (
+    FAIL,
+    FASTER,
+    INCONCLUSIVE,
+    NOT_GATED,
+    PASS,
+    Run,
+    checked_out,
+    decide,
+    exit_code,
+    resolve_side,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # Fixed, mildly noisy step times (seconds) around 0.1 s: +-3% in a repeating pattern.
@@ -430,7 +441,7 @@ def test_real_aa_on_a_busy_cpu_does_not_fail(one_cpu, tmp_path, scenario, capsys
 
 def bisect_repo(tmp_path) -> tuple[Path, str, str, str]:
     """A git repository of the code: commit 1 good, commit 2 slows every timed step down in the code (no
-    environment variable: harness/rung.py's test slowdown defaults to 100%), commit 3 changes the README only."""
+    environment variable: harness/ladder/rung.py's test slowdown defaults to 100%), commit 3 changes the README only."""
     repo = tmp_path / "repo"
     for part in ("harness", "models"):
         shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))

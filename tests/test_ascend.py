@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness.hardware import ALLOCATOR_ENV, get_target
-from harness.rung import wrap_ddp
+from harness.ladder.rung import wrap_ddp
+from harness.machine.hardware import ALLOCATOR_ENV, get_target
 from harness.scenario import load_scenario
 from models.npu import GroupedGateUp, NpuGateUp, fusion_attention
 from models.pi05 import FAMILY, TINY, parse_options

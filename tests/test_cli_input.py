@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import harness.eval.main as eval_main
-import harness.runner
+import harness.ladder.runner
 from harness.cli import main
 from harness.errors import InputError
 from harness.results import ResultWriter
@@ -51,8 +51,8 @@ def nothing_runs(monkeypatch):
     def reached(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr(harness.runner, "run_scenario", reached)
-    monkeypatch.setattr(harness.runner, "measure_floor_process", reached)
+    monkeypatch.setattr(harness.ladder.runner, "run_scenario", reached)
+    monkeypatch.setattr(harness.ladder.runner, "measure_floor_process", reached)
     monkeypatch.setattr(eval_main, "run_eval", reached)
 
 
@@ -303,7 +303,7 @@ def test_the_loader_keeps_yaml_merges_and_safe_loading():
 
 
 def test_every_shipped_yaml_has_each_key_once():
-    from harness.published import load_published
+    from harness.judge.published import load_published
     from harness.scenario import load_scenario
 
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import compare
 from harness.cli import main
 from harness.errors import InputError
-from harness.published import load_published, parse_tolerance
-from harness.repeats import combine
+from harness.judge import compare
+from harness.judge.published import load_published, parse_tolerance
 from harness.results import load_result
+from harness.stats.repeats import combine
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -139,7 +139,7 @@ def test_a_missing_dataset_with_data_make_is_made_first(tmp_path, monkeypatch):
     """`data.make` (the scenarios' synthetic datasets): a missing folder is made as `vlabench make-dataset` makes
     it, with a line saying so, before any rung; an existing one is used as it is."""
     from harness.data.dataset import LeRobotV3Dataset
-    from harness.runner import check_dataset
+    from harness.ladder.runner import check_dataset
     from harness.scenario import load_scenario
 
     monkeypatch.chdir(tmp_path)

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from harness.hardware import get_device, get_target
-from harness.rung import build
-from harness.runner import run_scenario, rung_command
+from harness.ladder.rung import build
+from harness.ladder.runner import run_scenario, rung_command
+from harness.machine.hardware import get_device, get_target
 from harness.scenario import load_scenario
 from harness.spec import RungSpec
 
@@ -121,7 +121,7 @@ def test_buckets_are_reverse_order_and_bounded():
     import torch.distributed as dist
     from torch import nn
 
-    from harness.grad_buckets import BucketedDataParallel
+    from harness.ladder.grad_buckets import BucketedDataParallel
 
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -150,11 +150,11 @@ def test_buckets_are_reverse_order_and_bounded():
 
 
 def test_torchrun_command():
-    assert rung_command("s", "o")[1:] == ["-m", "harness.rung", "s", "o"]
+    assert rung_command("s", "o")[1:] == ["-m", "harness.ladder.rung", "s", "o"]
     cmd = rung_command("s", "o", 4)
     assert cmd[1:5] == ["-m", "torch.distributed.run", "--nproc_per_node=4", "--standalone"]
     multi = rung_command("s", "o", 8, ["--nnodes", "2", "--node_rank", "1", "--rdzv_endpoint", "h:29500"])
-    assert "--standalone" not in multi and multi[-4:] == ["-m", "harness.rung", "s", "o"]
+    assert "--standalone" not in multi and multi[-4:] == ["-m", "harness.ladder.rung", "s", "o"]
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.stats import rate_summary, wilson_interval
+from harness.stats.rates import rate_summary, wilson_interval
 
 
 @pytest.mark.parametrize(

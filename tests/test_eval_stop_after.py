@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.eval import sim
 from harness.eval.main import continue_command
 from harness.eval.runner import throughput_total
-from harness.report import eval_parts_line
+from harness.report.report import eval_parts_line
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_ASSETS = REPO.parent / "shared" / "libero-assets" / "libero-assets-spatial-goal.tar.xz"

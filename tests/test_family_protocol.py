@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import models
-from harness import rung as rung_module
-from harness import runner
-from harness.hardware import get_target
-from harness.report import ladder_table
+from harness.ladder import rung as rung_module
+from harness.ladder import runner
+from harness.machine.hardware import get_target
+from harness.report.report import ladder_table
 from harness.scenario import load_scenario
 from models import ModelFamily
 from models.family import Knobs
@@ -137,7 +137,7 @@ def test_no_harness_module_reads_or_writes_an_option_by_name():
 @pytest.mark.parametrize("family_name", sorted(RUNGS))
 def test_the_recompute_sweep_sees_the_family_through_the_protocol_only(family_name, monkeypatch, capsys):
     from harness.cli import main
-    from harness.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario
+    from harness.ladder.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario
 
     family = models.get_family(family_name)
     proxy = ProtocolOnly(family)

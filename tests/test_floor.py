@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.floor import floor_share, fp8_eligible
+from harness.ladder.floor import floor_share, fp8_eligible
 from harness.results import load_result
 from models.floor import training_gemms
 from models.pi05 import FAMILY, FULL
@@ -45,7 +45,7 @@ def test_fp8_follows_the_conversion_rule():
 
 def test_share_of_the_floor_uses_the_rungs_precision():
     """The FP8 floor for a rung whose linears train in FP8, as the model family reads the rung's options."""
-    from harness.report import floor_note
+    from harness.report.report import floor_note
     from models import get_family
 
     floor = {"dtype": "bf16", "totals": {"bf16": {"samples_per_s": 60.0}, "fp8": {"samples_per_s": 100.0}}}
@@ -211,7 +211,7 @@ def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_
 
 
 def test_a_floor_measured_apart_serves_only_one_process_ladders_of_its_workload():
-    from harness.floor import attach_floors
+    from harness.ladder.floor import attach_floors
 
     w = {"model": "gr00t", "model_size": "full", "batch_size": 16, "dtype": "bf16"}
 

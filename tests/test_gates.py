@@ -11,14 +11,14 @@ from machine_load import cpu_hog
 
 from harness.cli import main
 from harness.errors import InputError
-from harness.gate_power import simulate, slower_tail
-from harness.gates import FAIL, INCONCLUSIVE, NOT_GATED, PASS, Limits, gate, record_baseline
-from harness.hardware import get_target
-from harness.repeats import combine
-from harness.runner import run_scenario
+from harness.judge.gate_power import simulate, slower_tail
+from harness.judge.gates import FAIL, INCONCLUSIVE, NOT_GATED, PASS, Limits, gate, record_baseline
+from harness.ladder.runner import run_scenario
+from harness.machine.hardware import get_target
 from harness.scenario import load_scenario
-from harness.stats import fisher_lower_p, trials_to_detect
-from harness.timing import summarize_steps
+from harness.stats.rates import fisher_lower_p, trials_to_detect
+from harness.stats.repeats import combine
+from harness.stats.timing import summarize_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 # Fixed, mildly noisy step times (seconds) around 0.1 s: +-3% in a repeating pattern.
@@ -123,7 +123,7 @@ def test_repeats_put_the_spread_between_processes_in_the_interval():
 
 
 def test_the_rule_on_simulated_runs():
-    """Seeded simulation of the decision (harness/gate_power.py): with 3 repeats a side whose spread between
+    """Seeded simulation of the decision (harness/judge/gate_power.py): with 3 repeats a side whose spread between
     processes is 2% (the graphed rungs' spread on the H200) and 5% between steps, false alarms with no change
     are at most 5% and a slowdown of twice the tolerance fails at least 95% of the time; single runs with
     steps alone do the same on the steps' noise."""

@@ -4,8 +4,8 @@ import time
 import pytest
 import torch
 
-from harness import hardware
-from harness.hardware import TARGETS, capabilities, detect_target, get_device, get_target
+from harness.machine import hardware
+from harness.machine.hardware import TARGETS, capabilities, detect_target, get_device, get_target
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU path")
 
@@ -86,8 +86,9 @@ def test_unknown_backend():
 
 
 def test_one_backend_table_serves_targets_devices_process_groups_and_probes():
-    from harness import distributed, probe
-    from harness.backends import BACKENDS, get_backend
+    from harness.ladder import distributed
+    from harness.machine import probe
+    from harness.machine.backends import BACKENDS, get_backend
 
     assert {t.backend for t in TARGETS.values()} <= set(BACKENDS)
     assert distributed.PROCESS_GROUP_BACKEND == {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.hardware import capabilities, get_target
-from harness.runner import unsupported_reason, with_substitutes
+from harness.ladder.runner import unsupported_reason, with_substitutes
+from harness.machine.hardware import capabilities, get_target
 from harness.scenario import load_scenario
 from models.pi05 import FAMILY, parse_options
 from models.recompute import matching_modules

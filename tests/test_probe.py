@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from harness.hardware import get_device
-from harness.probe import HOST_OPS, MachineProbe, probe_rates
+from harness.machine.hardware import get_device
+from harness.machine.probe import HOST_OPS, MachineProbe, probe_rates
 
 
 def test_cpu_probe_times_the_matmul_only():

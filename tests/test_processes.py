@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.hardware import get_target
-from harness.processes import run_group
+from harness.ladder.processes import run_group
+from harness.ladder.runner import run_rung_process, run_scenario
+from harness.machine.hardware import get_target
 from harness.results import load_result
-from harness.runner import run_rung_process, run_scenario
 from harness.scenario import load_scenario
 from harness.spec import scenario_spec
 

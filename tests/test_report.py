@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import readme
 from harness.cli import main
-from harness.figures import waterfall
-from harness.published import load_published
+from harness.judge.published import load_published
+from harness.report import readme
+from harness.report.figures import waterfall
 from harness.results import load_result
-from harness.timing import summarize_steps
+from harness.stats.timing import summarize_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -194,14 +194,14 @@ def test_update_readme_without_markers_says_which_file_in_one_line(tmp_path, cap
 
 def test_run_gate_and_compare_do_not_import_matplotlib():
     code = (
-        "import sys, harness.cli, harness.runner, harness.rung, harness.gates, harness.compare, harness.report, "
-        "harness.readme; harness.cli.build_parser(); assert 'matplotlib' not in sys.modules, 'imported'"
+        "import sys, harness.cli, harness.ladder.runner, harness.ladder.rung, harness.judge.gates, harness.judge.compare, harness.report.report, "
+        "harness.report.readme; harness.cli.build_parser(); assert 'matplotlib' not in sys.modules, 'imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_report_of_an_evaluation_shows_its_success_rates_and_throughput(tmp_path):
-    from harness.report import result_table
+    from harness.report.report import result_table
 
     evaluated = dict(
         load_result(H200),
@@ -236,7 +236,7 @@ def test_report_of_an_evaluation_shows_its_success_rates_and_throughput(tmp_path
 
 
 def test_data_parallel_ladder_table_shows_processes_and_exposed_all_reduce():
-    from harness.report import result_table
+    from harness.report.report import result_table
 
     result = load_result(FIXTURES / "ladder-ddp2-h200.json")
     table = result_table(result)
@@ -249,7 +249,7 @@ def test_data_parallel_ladder_table_shows_processes_and_exposed_all_reduce():
 def test_a_rung_whose_reserved_memory_dwarfs_its_allocated_peak_says_so():
     """A captured CUDA graph's pool is reserved, not allocated: the table notes the reserved peak for that rung and
     stays quiet for a rung whose reserved memory is close to its allocated peak."""
-    from harness.report import rung_notes
+    from harness.report.report import rung_notes
 
     result = load_result(FIXTURES / "ladder-ddp2-h200.json")
     ok = [r for r in result["rungs"] if r["status"] == "ok"]
@@ -277,7 +277,7 @@ def test_a_graphed_rung_without_reserved_memory_is_not_given_a_memory_saving(pat
     """Whether a rung replays CUDA graphs is the model family's answer from its options, whatever their type: such a
     rung from a result without reserved memory gets the graph-pool note instead of a peak change; a rung without
     graphs keeps its peak change."""
-    from harness.report import rung_notes
+    from harness.report.report import rung_notes
 
     result = load_result(path)
     ok = [r for r in result["rungs"] if r["status"] == "ok"]
@@ -296,7 +296,7 @@ def test_an_evaluation_resumed_over_runs_shows_each_run_and_the_whole_suite():
     import copy
 
     from harness.eval.runner import throughput_total
-    from harness.report import eval_scaling_table
+    from harness.report.report import eval_scaling_table
 
     result = load_result(FIXTURES / "eval-random-w10-h200.json")
     first = copy.deepcopy(result["throughput"])

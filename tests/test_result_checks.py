@@ -1,4 +1,4 @@
-"""Cross-checks on load (harness/result_checks.py): every committed result loads, and a copy whose figure does
+"""Cross-checks on load (harness/stats/result_checks.py): every committed result loads, and a copy whose figure does
 not follow from its own stored data is refused in one line by every command, naming the key."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from harness.results import SCHEMA, load_result
-from harness.timing import summarize_steps
+from harness.stats.timing import summarize_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "results" / "h200" / "pi05-loongforge.json"

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.hardware import get_target
+from harness.ladder.runner import loss_parity, run_rung_process, run_scenario
+from harness.machine.hardware import get_target
 from harness.results import load_result
-from harness.runner import loss_parity, run_rung_process, run_scenario
 from harness.scenario import load_scenario
 from harness.spec import scenario_spec
 
@@ -126,7 +126,7 @@ def test_cli_user_errors_exit_2_with_one_line(args, message, capsys, monkeypatch
 
 
 def test_readme_results_section_is_current():
-    from harness.readme import update_readme
+    from harness.report.readme import update_readme
 
     assert not update_readme(Path(__file__).resolve().parent.parent, check=True), "run `vlabench readme`"
 

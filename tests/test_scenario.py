@@ -220,8 +220,8 @@ def test_the_family_decides_what_options_need_and_requires_only_adds(tmp_path):
     """The model family's unsupported_reason is the one place that knows what an option needs: a rung without
     `requires` is unsupported where its options cannot train (the family's reason), and a `requires` that an old
     file still writes is honoured for what the options do not need."""
-    from harness.hardware import get_target
-    from harness.runner import unsupported_reason
+    from harness.ladder.runner import unsupported_reason
+    from harness.machine.hardware import get_target
 
     s = load_scenario(write(tmp_path, VALID.replace(", requires: [fp8]", "")))
     cpu = get_target("cpu")

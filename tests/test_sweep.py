@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from harness.cli import main
+from harness.ladder.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario, sweep_table
 from harness.scenario import load_scenario
-from harness.sweep import BASE, default_rung, plan_recompute, sweep_rows, sweep_scenario, sweep_table
 from models.fp8 import fp8_candidates
 from models.pi05 import FAMILY, FULL, Pi05Model
 from models.pi05.techniques import FP8_SKIP, FP8_SKIP_EAGER_VISION
@@ -144,8 +144,8 @@ GR00T_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios/gr00t-loong
 def test_gr00t_sweep_configurations_come_from_the_family():
     """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the compile
     rung: the graphs are substituted there, FP8 is not), with recompute and compile written in GR00T's options."""
-    from harness.cli import _trainable_on
-    from harness.hardware import get_target
+    from harness.ladder.sweep_cli import _trainable_on
+    from harness.machine.hardware import get_target
     from models.gr00t import FAMILY as GR00T
 
     scenario = load_scenario(GR00T_SCENARIO)
@@ -220,7 +220,7 @@ def test_the_compile_modes_are_the_familys(scenario, mode, message, capsys, tmp_
 
 def test_a_family_without_the_knobs_is_one_line():
     """A family that declares no recompute groups, or no compile option, refuses the sweep or --compile by name."""
-    from harness.cli import _sweep_knobs_error
+    from harness.ladder.sweep_cli import _sweep_knobs_error
     from models import ModelFamily
 
     class Bare(ModelFamily):

@@ -3,11 +3,12 @@ one line and records it in the result; an unknown one is a one-line error."""
 
 import pytest
 
-from harness import hardware, runner
-from harness import rung as rung_module
 from harness.arguments import resolve_target
 from harness.cli import main
-from harness.hardware import get_target
+from harness.ladder import rung as rung_module
+from harness.ladder import runner
+from harness.machine import hardware
+from harness.machine.hardware import get_target
 from harness.scenario import load_scenario
 
 SCENARIO = """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.utilisation import UtilisationSampler, cpu_times, summary
+from harness.machine.utilisation import UtilisationSampler, cpu_times, summary
 
 needs_proc = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="CPU utilisation reads Linux /proc/stat")
 
@@ -32,7 +32,7 @@ def test_cpu_share_counts_at_least_the_busy_loops_cpu_time():
     import os
     import subprocess
 
-    from harness.utilisation import allowed_cpus
+    from harness.machine.utilisation import allowed_cpus
 
     cpus = allowed_cpus() or set(range(os.cpu_count()))
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in cpus]
@@ -81,7 +81,7 @@ def test_a_pinned_process_is_measured_on_its_own_cpus():
         pytest.skip("needs CPU affinity and two CPUs")
     cpu = min(os.sched_getaffinity(0))
     code = (
-        "import os, time, json; from harness.utilisation import UtilisationSampler; "
+        "import os, time, json; from harness.machine.utilisation import UtilisationSampler; "
         f"os.sched_setaffinity(0, {{{cpu}}}); s = UtilisationSampler(interval_s=0.1).start(); "
         "t = time.time()\nwhile time.time() - t < 0.8: pass\nprint(json.dumps(s.stop()))"
     )

@@ -19,9 +19,9 @@ import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from ..errors import InputError, describe
+from ..machine.utilisation import UtilisationSampler
 from ..outputs import at_least, check_out_file, positive_seconds
 from ..results import ResultWriter, provenance
-from ..utilisation import UtilisationSampler
 from .policies import POLICIES
 from .protocol import (
     DUMMY_ACTION,
@@ -152,7 +152,7 @@ def default_out(cfg: EvalConfig) -> Path:
 def _target(policy: EvalPolicy) -> dict:
     import torch
 
-    from ..hardware import detect_target
+    from ..machine.hardware import detect_target
 
     target = detect_target()
     on_gpu = policy.device.type == "cuda"
@@ -310,7 +310,7 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
 
 def summary_table(result: dict) -> str:
     """Success rate per task and suite with the Wilson interval, and the throughput."""
-    from ..report import eval_table
+    from ..report.report import eval_table
 
     return eval_table(result)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stats import rate_summary
+from ..stats.rates import rate_summary
 from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
 
 if TYPE_CHECKING:  # torch, which models.policy imports, is for the evaluations that build a policy

@@ -1,6 +1,6 @@
 """Does a rung still learn? Its smoothed training loss over the last steps against a reference run's.
 
-The ladder's loss parity (harness/runner.py) compares 20 timed steps from the same weights: it catches a rung
+The ladder's loss parity (harness/ladder/runner.py) compares 20 timed steps from the same weights: it catches a rung
 that computes other numbers, not one that computes the same numbers and learns less (parameters left out of
 training, a wrong gradient that only shows as the weights move). The convergence check trains the rung and a
 reference (the ladder's baseline rung) for the same steps on the same batches (same data order, noise and flow

@@ -6,7 +6,7 @@ only the rung's options differ) with `vlabench train`'s loop, and its last check
 runs the same inference). Against the reference rung (default: the ladder's first) each rung gets
 - its speed: training samples/s (the median step of its run) and the speedup over the reference's;
 - the convergence check (harness/train/convergence.py): smoothed final loss within the tolerance either way;
-- the success gate (harness/gates.py): Fisher's exact test of its successes per suite against the reference's.
+- the success gate (harness/judge/gates.py): Fisher's exact test of its successes per suite against the reference's.
 OUT/train-ladder.json (kind `train-ladder`) is rewritten atomically after every rung; a rung that fails in training
 or evaluation is recorded with its error and the ladder goes on. OUT/<rung>/ holds the rung's training run
 (train.json, checkpoints/) and eval.json.
@@ -54,7 +54,7 @@ class LadderPlan:
     """One `vlabench train-ladder` run: what trains, on which data, how it is evaluated, where it goes."""
 
     scenario: object  # harness.scenario.Scenario
-    target: object  # harness.hardware.Target
+    target: object  # harness.machine.hardware.Target
     block: TrainBlock
     rungs: tuple[str, ...]
     reference: str

@@ -1,5 +1,5 @@
 """Judging a train-ladder's rungs against its reference rung, and against another train-ladder result (the gate):
-speed (training samples/s), convergence (harness/train/convergence.py) and success (Fisher, harness/gates.py)."""
+speed (training samples/s), convergence (harness/train/convergence.py) and success (Fisher, harness/judge/gates.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def convergence(record: dict, reference: dict, tolerance: float) -> dict | None:
 
 def success_checks(record: dict, reference: dict, tolerance: float, confidence: float = 0.95) -> list[dict]:
     """The success gate of each suite the reference was evaluated on: the rung's successes against it."""
-    from ..gates import Limits, success_check
+    from ..judge.gates import Limits, success_check
 
     limits = Limits(success_tolerance=tolerance, confidence=confidence)
     rates, base = record.get("success_rate") or {}, reference.get("success_rate") or {}

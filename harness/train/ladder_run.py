@@ -80,8 +80,8 @@ def _train_summary(result: dict) -> dict:
 
 def unsupported(plan: LadderPlan, rung: str) -> str | None:
     """Why the target cannot train the rung (as `vlabench run` decides, after the target's substitutes)."""
-    from ..hardware import capabilities
-    from ..runner import unsupported_reason, with_substitutes
+    from ..ladder.runner import unsupported_reason, with_substitutes
+    from ..machine.hardware import capabilities
 
     caps = capabilities(plan.target)
     entry = next(r for r in plan.scenario.ladder if r.name == rung)

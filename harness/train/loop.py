@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
+from ..ladder.rung import seed_step
 from ..results import ResultWriter, load_result, provenance
-from ..rung import seed_step
 from ..scenario import Workload
 from ..spec import RungSpec
 from .checkpoints import (

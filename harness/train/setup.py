@@ -14,9 +14,9 @@ from models.family import TORCH_DTYPES, Built, Step
 
 from ..data.pipeline import DatasetFeed, feed_kind, reading
 from ..errors import InputError
-from ..hardware import Device, Target, capabilities, get_device
-from ..rung import dataset_feed, wrap_ddp
-from ..runner import unsupported_reason, with_substitutes
+from ..ladder.rung import dataset_feed, wrap_ddp
+from ..ladder.runner import unsupported_reason, with_substitutes
+from ..machine.hardware import Device, Target, capabilities, get_device
 from ..scenario import Scenario
 from ..spec import RungSpec, scenario_spec
 from .recipe import Ema, Recipe, optimizer_mismatch
@@ -129,7 +129,7 @@ class Training:
 
 
 def build_training(spec: RungSpec, recipe: Recipe, start: int, weights: dict | None) -> Training:
-    """The rung's model, optimizer, step and feed as harness/rung.py builds them, with `weights` (plain names)
+    """The rung's model, optimizer, step and feed as harness/ladder/rung.py builds them, with `weights` (plain names)
     loaded first and the feed starting at step `start`. With gradient accumulation the step is the standard
     one (loss, backward, clip at 1.0, optimizer) over the sum of its micro-batches' gradients."""
     family, workload = get_family(spec.model), spec.workload

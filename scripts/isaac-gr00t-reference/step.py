@@ -64,9 +64,9 @@ def time_steps(step, batch) -> list[float]:
 
 def profile_steps(step, batch, steps: int = 3) -> dict:
     """Where a side's step goes, after its timed steps: kernel time, device idle (launch gaps, host work), kernel
-    launches and top kernels per step (harness/profile.py's summary), and the host operators with the most CPU
+    launches and top kernels per step (harness/ladder/profile.py's summary), and the host operators with the most CPU
     time of their own."""
-    from harness.profile import kernel_summary
+    from harness.ladder.profile import kernel_summary
 
     walls, hosts = [], []
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

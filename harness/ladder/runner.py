@@ -1,4 +1,4 @@
-"""Plans a ladder for one target and runs each rung in its own subprocess (harness/rung.py).
+"""Plans a ladder for one target and runs each rung in its own subprocess (harness/ladder/rung.py).
 
 A rung that crashes, runs out of memory or times out is recorded with its status and reason and the
 ladder goes on. The result file is rewritten atomically after every rung.
@@ -18,14 +18,14 @@ from pathlib import Path
 
 from models import get_family
 
-from .data.pipeline import feed_kind
-from .errors import InputError
-from .hardware import ALLOCATOR_ENV, Target, capabilities, get_device
+from ..data.pipeline import feed_kind
+from ..errors import InputError
+from ..machine.hardware import ALLOCATOR_ENV, Target, capabilities, get_device
+from ..results import ResultWriter, load_result, provenance
+from ..scenario import Scenario, Workload
+from ..spec import RungSpec, scenario_spec
+from ..stats.repeats import combine, rotated
 from .processes import run_group
-from .repeats import combine, rotated
-from .results import ResultWriter, load_result, provenance
-from .scenario import Scenario, Workload
-from .spec import RungSpec, scenario_spec
 
 BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
 
@@ -63,7 +63,7 @@ def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
 def rung_command(spec_path: Path, out_path: Path, nproc: int = 1, torchrun_args: list[str] | None = None) -> list[str]:
     """The rung process: plain Python, or torchrun with `nproc` processes per node (multi-node flags such
     as --nnodes/--node_rank/--rdzv_endpoint pass through; without them the run is single-node standalone)."""
-    rung = ["-m", "harness.rung", str(spec_path), str(out_path)]
+    rung = ["-m", "harness.ladder.rung", str(spec_path), str(out_path)]
     if nproc <= 1 and not torchrun_args:
         return [sys.executable, *rung]
     extra = list(torchrun_args or [])
@@ -89,7 +89,7 @@ def run_rung_process(
         child_env = {**os.environ, **ALLOCATOR_ENV.get(spec.backend, {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
         # The rung must import the same harness and models as this process, installed or not.
         child_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(Path(__file__).resolve().parent.parent), child_env.get("PYTHONPATH")) if p
+            p for p in (str(Path(__file__).resolve().parents[2]), child_env.get("PYTHONPATH")) if p
         )
         done = run_group(cmd, child_env, lambda line: progress("    " + line), timeout_s)
         if done.timed_out:
@@ -154,18 +154,18 @@ def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: Wor
 
 
 def measure_floor_process(spec: RungSpec, progress: Callable[[str], None], timeout_s: float | None) -> dict:
-    """The kernel floor of the spec's workload (harness/floor.py), measured in a process of its own; a failure is
+    """The kernel floor of the spec's workload (harness/ladder/floor.py), measured in a process of its own; a failure is
     recorded."""
     with tempfile.TemporaryDirectory(prefix="vlabench-floor-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "floor.json")
         spec_path.write_text(json.dumps(spec.to_dict()))
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
         }
-        cmd = [sys.executable, "-m", "harness.floor", str(spec_path), str(out_path)]
+        cmd = [sys.executable, "-m", "harness.ladder.floor", str(spec_path), str(out_path)]
         done = run_group(cmd, env, lambda line: progress("    " + line), timeout_s)
         if out_path.exists():
             return json.loads(out_path.read_text())
@@ -181,9 +181,9 @@ def check_dataset(
     data = workload.data
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
-    from .data.cli import make_missing
-    from .data.dataset import load_meta
-    from .data.errors import DatasetError
+    from ..data.cli import make_missing
+    from ..data.dataset import load_meta
+    from ..data.errors import DatasetError
 
     if data == "synthetic":
         raise InputError(
@@ -239,7 +239,7 @@ def run_scenario(
 ) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`. With `floor`,
     the workload's kernel floor is measured first and kept in the result; with `repeats` > 1 every rung runs
-    that many times, each in a fresh process, round after round with the rung order rotated (harness/repeats.py)."""
+    that many times, each in a fresh process, round after round with the rung order rotated (harness/stats/repeats.py)."""
     plan = RunPlan(command, rung_names, append, rung_timeout_s, env, header_extra, nproc, torchrun_args, floor, repeats)
     return _Run(scenario, target, Path(out_path), plan, progress).run()
 

@@ -3,7 +3,7 @@
 Each side is a git ref (checked out with `git worktree add --detach` into a temporary directory, removed
 afterwards) or a directory holding a vlabench tree. Each side runs `python -m harness.cli run` from its own
 tree, one process at a time, alternating A B A B for N pairs, so both sides share every minute of the machine.
-Each rung is decided from the paired throughput ratios B/A with harness/spread.py's one slowdown rule.
+Each rung is decided from the paired throughput ratios B/A with harness/stats/spread.py's one slowdown rule.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import TextIO
 
 from tabulate import tabulate
 
-from .errors import InputError
-from .processes import run_group
-from .results import ResultError, _write_atomic, load_result
-from .spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
+from ..errors import InputError
+from ..ladder.processes import run_group
+from ..results import ResultError, _write_atomic, load_result
+from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
 SCHEMA = "vlabench.ab/1"
 FAIL, PASS, FASTER, INCONCLUSIVE, NOT_GATED = "FAIL", "pass", "pass (faster)", "inconclusive", "not gated"
@@ -441,9 +441,9 @@ def _env(option: str, items: list[str] | None) -> dict[str, str]:
 
 
 def config_from_args(args) -> Config:
-    from .arguments import fraction as _fraction
-    from .arguments import resolve_target as _resolve_target
-    from .scenario import load_scenario
+    from ..arguments import fraction as _fraction
+    from ..arguments import resolve_target as _resolve_target
+    from ..scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     target, error = _resolve_target(scenario, args.target)

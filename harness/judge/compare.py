@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from ..stats.repeats import ok_repeats, per_repeat, same_run
+from ..stats.spread import geometric_interval, repeats_ratio
 from .published import LOWER_IS_BETTER, NOT_STATED, Figure
-from .repeats import ok_repeats, per_repeat, same_run
-from .spread import geometric_interval, repeats_ratio
 
 REPRODUCED, EXCEEDED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "exceeded", "not reproduced", "inconclusive"
 NOT_COMPARABLE, PARITY_FAILED, SINGLE_RUN = "not comparable", "parity failed", "single run"
@@ -298,7 +298,7 @@ def _untrained_policy(result: dict, model: str | None) -> str | None:
 
 def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
     """Success-rate figures against evaluation results holding that suite."""
-    from .stats import wilson_interval
+    from ..stats.rates import wilson_interval
 
     suite, scenario = f.ours["suite"], f.ours.get("scenario")
     verdicts = []

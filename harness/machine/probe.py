@@ -7,7 +7,7 @@ work in every run, so if the probe ran N% slower in one run than in the other, t
 The gate uses it to call such a comparison inconclusive instead of a regression.
 
 The kernel is a square matmul in the device's working precision, repeated a number of times calibrated
-once per rung so that one probe takes about the backend's `probe_s` (harness/backends.py, with its size and dtype): long enough to span several scheduler time slices (a
+once per rung so that one probe takes about the backend's `probe_s` (harness/machine/backends.py, with its size and dtype): long enough to span several scheduler time slices (a
 short probe could fit between a competing process's slices and miss it), short against a step. Runs are
 compared in matmuls per second, so a different repeat count does not matter.
 
@@ -31,7 +31,7 @@ HOST_OPS = 1000  # about 1-3 ms of dispatch on a server CPU
 
 @dataclass
 class MachineProbe:
-    device: object  # harness.hardware.Device
+    device: object  # harness.machine.hardware.Device
     size: int = 0
     repeats: int = 1
     times_s: list[float] = field(default_factory=list)

@@ -4,7 +4,7 @@ Per rung present in both:
 - throughput: samples over the total time of all timed steps (a slowed tail counts), the ratio's interval
   over repeats where a side has them (the spread between processes), over steps of two single runs
   otherwise; FAIL when slower than the tolerance and outside the interval, inconclusive when only the first
-  holds or when the machine probe measured a slower machine that explains the slowdown (harness/spread.py);
+  holds or when the machine probe measured a slower machine that explains the slowdown (harness/stats/spread.py);
 - peak memory fails when larger than its tolerance; loss parity when it no longer passes;
 - a rung ok in the baseline that is missing or failed now is a regression.
 Per evaluation suite, success counts are compared with Fisher's exact test: FAIL when the rate dropped by more
@@ -25,11 +25,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .errors import InputError
-from .probe import same_kernel
-from .repeats import ok_repeats
-from .results import load_result
-from .spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
+from ..errors import InputError
+from ..machine.probe import same_kernel
+from ..results import load_result
+from ..stats.repeats import ok_repeats
+from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
 
 PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
 # 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
@@ -231,7 +231,7 @@ def gate_train_ladders(
 ) -> GateReport:
     """Two train-ladder results (`vlabench train-ladder`), rung by rung: the success gate per suite and the
     convergence check (the rung's smoothed final loss within the ladder's tolerance of the recorded run's)."""
-    from .train.convergence import check_convergence
+    from ..train.convergence import check_convergence
 
     for name, result in ((current_name, current), (baseline_name, baseline)):
         if result.get("kind") != "train-ladder":
@@ -506,7 +506,7 @@ def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> C
     """Fisher's exact test of the current successes against the recorded ones (both are samples): FAIL when the
     rate dropped by more than the tolerance and the drop is significant at the gate's confidence; inconclusive
     when it dropped that far but the trials cannot tell, with the trials that could."""
-    from .stats import fisher_lower_p, trials_to_detect
+    from ..stats.rates import fisher_lower_p, trials_to_detect
 
     subject = f"suite {suite}"
     if cur is None:

@@ -223,14 +223,14 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m harness.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
+    """`python -m harness.ladder.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
     the GPU), SPEC a harness.spec.RungSpec: model, backend, workload and whether the device has FP8."""
     import json
 
     from models import get_family
 
-    from .hardware import get_device
-    from .spec import RungSpec
+    from ..machine.hardware import get_device
+    from ..spec import RungSpec
 
     spec_path, out_path = argv
     with open(spec_path) as f:

@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from models import ModelFamily, get_family
 
-from .scenario import Rung, Scenario
+from ..scenario import Rung, Scenario
 
 BASE = "no-recompute"
 
@@ -58,7 +58,7 @@ def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
 def step_noise_ms(a: dict, b: dict) -> float:
     """Run-to-run noise of a step-time difference: the larger interquartile range of the two rungs' step
     times (quartiles, not p10/p90: a sweep times few steps and one slow step must not swamp it)."""
-    from .timing import percentile
+    from ..stats.timing import percentile
 
     return max(percentile(r["step_times_s"], 75) - percentile(r["step_times_s"], 25) for r in (a, b)) * 1e3
 

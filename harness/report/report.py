@@ -37,7 +37,7 @@ LADDER_HEADERS = (
 def floor_note(rung: dict, result: dict, knobs) -> str | None:
     """The rung's share of the kernel floor of the precision it trains in (`knobs`: the family's reading of its
     options)."""
-    from .floor import floor_share
+    from ..ladder.floor import floor_share
 
     floor = result.get("floor")
     share = floor_share(rung, floor if floor and "totals" in floor else None, knobs.fp8_linears)
@@ -114,7 +114,7 @@ LADDER_LEGEND = (
 
 
 def samples_text(r: dict) -> str:
-    from .compare import rate_text
+    from ..judge.compare import rate_text
 
     if r.get("samples_per_s_interval"):
         return rate_text(r)
@@ -123,7 +123,7 @@ def samples_text(r: dict) -> str:
 
 def _speedup_cells(result: dict, r: dict, prev: dict | None) -> list[str]:
     """vs baseline and vs previous, as stored, with the intervals over repeats and the different-runs mark."""
-    from .compare import speedup_text
+    from ..judge.compare import speedup_text
 
     base = speedup_text(result, r["name"]) if r.get("speedup_vs_baseline") else "-"
     previous = speedup_text(result, r["name"], prev["name"]) if prev and r.get("speedup_vs_previous") else "-"
@@ -372,7 +372,7 @@ def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:
 def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     """The table of one result: the ladder table, the cost table of a recompute sweep, or an evaluation's
     success rates (per task unless `tasks` is off) and throughput."""
-    from .sweep import sweep_table
+    from ..ladder.sweep import sweep_table
 
     kind = result.get("kind")
     if kind == "recompute-sweep":
@@ -380,11 +380,11 @@ def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     if kind == "floor":
         return floor_table(result, fmt)
     if kind == "train":
-        from .train.report import train_table
+        from ..train.report import train_table
 
         return train_table(result, fmt)
     if kind == "train-ladder":
-        from .train.ladder_report import train_ladder_table
+        from ..train.ladder_report import train_ladder_table
 
         return train_ladder_table(result, fmt)
     return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
@@ -399,9 +399,9 @@ def figure_stem(path: str, result: dict) -> str:
 def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None, command: str) -> Path:
     """report.md in `out_dir` with every result's table, its waterfall and per-rung figures, and the
     per-hardware comparison (with verdicts when published `figures` are given) and its bar chart."""
-    from . import compare
+    from ..judge import compare
+    from ..ladder.floor import attach_floors
     from .figures import hardware_bars, rung_bars, waterfall
-    from .floor import attach_floors
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

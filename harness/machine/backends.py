@@ -1,6 +1,6 @@
 """What the harness knows about each torch backend (cpu, cuda, npu), in one table: one frozen `Backend` per
-backend. Targets (harness/hardware.py) name a backend; the device abstraction, the process group
-(harness/distributed.py), the machine probe (harness/probe.py) and the rung processes' environment read its
+backend. Targets (harness/machine/hardware.py) name a backend; the device abstraction, the process group
+(harness/ladder/distributed.py), the machine probe (harness/machine/probe.py) and the rung processes' environment read its
 facts here. A new backend is one entry below.
 """
 
@@ -24,7 +24,7 @@ class Backend:
     # allocator settings put into each rung process's environment (before torch starts): expandable segments
     # let the caching allocator grow blocks instead of fragmenting on a ladder whose rungs change shapes
     allocator_env: tuple[tuple[str, str], ...]
-    # the machine probe (harness/probe.py): a square matmul of this size in this dtype, repeated to last about
+    # the machine probe (harness/machine/probe.py): a square matmul of this size in this dtype, repeated to last about
     # probe_s seconds
     probe_dtype: str  # "fp32" | "bf16"
     probe_size: int

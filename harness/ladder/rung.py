@@ -1,6 +1,6 @@
 """One rung, run in its own process: build the model with the rung's options, warm up, time the steps.
 
-The runner starts `python -m harness.rung SPEC.json OUT.json` per rung, so compile caches, memory
+The runner starts `python -m harness.ladder.rung SPEC.json OUT.json` per rung, so compile caches, memory
 statistics and a crash stay inside the rung. Progress goes to stdout, the record to OUT.json.
 """
 
@@ -22,14 +22,14 @@ from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
 from models.schema import parse
 from models.workload import Workload
 
-from .data.pipeline import DatasetFeed, LoaderOptions, SyntheticFeed, feed_kind
+from ..data.pipeline import DatasetFeed, LoaderOptions, SyntheticFeed, feed_kind
+from ..machine.hardware import Device, get_device
+from ..machine.probe import MachineProbe
+from ..spec import RungSpec
+from ..stats.timing import mfu, summarize_steps
+from ..train.sabotage import apply_sabotage, configured_sabotage
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
 from .grad_buckets import BucketedDataParallel
-from .hardware import Device, get_device
-from .probe import MachineProbe
-from .spec import RungSpec
-from .timing import mfu, summarize_steps
-from .train.sabotage import apply_sabotage, configured_sabotage
 
 GIB = 1024**3
 # TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the

@@ -2,7 +2,7 @@
 
 A target names a kind of machine and the figures tables need from it (peak FLOP/s for MFU, memory);
 a `Device` is the live backend the runner times and measures on. What each backend is (its torch API, process
-group, allocator settings, probe kernel) is read from the one table in harness/backends.py.
+group, allocator settings, probe kernel) is read from the one table in harness/machine/backends.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ KNOWN_CAPABILITIES = frozenset(get_args(Capability))
 @dataclass(frozen=True)
 class Target:
     name: str
-    backend: str  # a key of harness.backends.BACKENDS: "cpu" | "cuda" | "npu"
+    backend: str  # a key of harness.machine.backends.BACKENDS: "cpu" | "cuda" | "npu"
     device_match: str | None  # substring of the torch device name identifying it; None = generic
     peak_bf16_flops: float | None  # dense, per device; None where no honest figure exists
     peak_fp8_flops: float | None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from .backends import BACKENDS, get_backend
+from ..machine.backends import BACKENDS, get_backend
 
 # torch.distributed's backend per device type, as the backend table gives it
 PROCESS_GROUP_BACKEND = {name: b.process_group for name, b in BACKENDS.items()}

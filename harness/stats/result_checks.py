@@ -1,7 +1,7 @@
 """Cross-checks of a result file on load: every figure it states must follow from the data stored beside it.
 
-A rung's samples/s and its 10th/90th percentiles come from its step times (harness/timing.py), a rung with
-repeats states the median over its repeats, speedups are ratios of stated samples/s (harness/runner.py,
+A rung's samples/s and its 10th/90th percentiles come from its step times (harness/stats/timing.py), a rung with
+repeats states the median over its repeats, speedups are ratios of stated samples/s (harness/ladder/runner.py,
 add_comparisons), and an evaluation's success counts are those of its stored episodes (harness/eval/runner.py).
 A figure more than 1% off what the data says is refused in one line naming the key, the figure the data gives
 and the figure found. Runs on a file the schema (harness/results.py) has already accepted.
@@ -52,7 +52,7 @@ def check_result(data: dict) -> None:
 
 
 def _samples_per_step(data: dict) -> int:
-    """The global batch: the per-process batch times the processes per rung (harness/gates.py global_batch)."""
+    """The global batch: the per-process batch times the processes per rung (harness/judge/gates.py global_batch)."""
     batch = data["workload"].get("batch_size")
     if batch is None:
         raise Mismatch("workload.batch_size", "a batch size (the file has ok rungs)", "nothing")
@@ -120,7 +120,7 @@ def _check_success_rates(data: dict) -> None:
     """Each stored success-rate entry (a suite, or suite/task) against the stored episodes, when there are."""
     if data.get("episodes") is None or not data.get("success_rate"):
         return
-    from .eval.runner import success_rates  # numpy: only for evaluations
+    from ..eval.runner import success_rates  # numpy: only for evaluations
 
     counted = success_rates(data["episodes"])
     for name, entry in data["success_rate"].items():

@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 from models.schema import AT_LEAST_ONE, Bounds, Expect, SchemaError, describe, parse, to_plain
 
-from .errors import InputError
-from .user_yaml import load_yaml
+from ..arguments import parse_percent
+from ..errors import InputError
+from ..user_yaml import load_yaml
 
-PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "results" / "published"
+PUBLISHED_DIR = Path(__file__).resolve().parents[2] / "results" / "published"
 NOT_STATED = "not stated"
 # Metrics vlabench measures, so a figure of one of them may map onto our results (`ours`).
 COMPARABLE = {
@@ -69,24 +70,7 @@ class Figure:
         return f"{fmt(self.value)}{unit}"
 
 
-_PERCENT = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*%\s*")
 _POINTS = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*points?\s*")
-
-
-def parse_percent(text) -> float | None:
-    """`5%` or a fraction below 1 (`0.05`) -> 0.05; None if it is neither (a bare `5` is ambiguous)."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text) if 0 <= text < 1 else None
-    if isinstance(text, str):
-        m = _PERCENT.fullmatch(text)
-        if m:
-            return float(m.group(1)) / 100
-        try:
-            value = float(text)
-        except ValueError:
-            return None
-        return value if 0 <= value < 1 else None
-    return None
 
 
 def parse_tolerance(text) -> Tolerance | None:

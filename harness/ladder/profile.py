@@ -1,6 +1,6 @@
 """`vlabench profile SCENARIO --rung R`: where one rung's step goes, for a figure that falls short of its goal.
 
-The rung is built exactly as `vlabench run` builds it (harness/rung.py), warmed up, then a few steps run under
+The rung is built exactly as `vlabench run` builds it (harness/ladder/rung.py), warmed up, then a few steps run under
 torch.profiler. Reported per step: the wall time, the time the device spent in kernels and the rest (launch gaps:
 the device idle while the host issues work or waits, e.g. for data), the data wait, and the kernels that take the
 most time. A launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import torch
 
-from .spec import RungSpec
+from ..spec import RungSpec
 
 
 def is_annotation(name: str) -> bool:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compare import Column, speedup
-from .published import Figure
+from ..judge.compare import Column, speedup
+from ..judge.published import Figure
 
 GAIN, LOSS, BASE, THEIRS = "#2b8a3e", "#c92a2a", "#868e96", "#1c1c1c"
 

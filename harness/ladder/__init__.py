@@ -1,0 +1,3 @@
+"""Running a ladder: the runner (runner) starts one process group (processes) per rung (rung), data-parallel through
+distributed and grad_buckets; the recompute sweep (sweep), the kernel floor (floor), the profiler (profile); the
+commands run, recompute-sweep/-plan, floor and profile (*_cli)."""

@@ -1,0 +1,75 @@
+"""`vlabench profile`: where one rung's step goes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ..arguments import resolve_target
+from ..errors import EXIT_OK, fail
+from ..outputs import at_least, check_out_file
+from .run_cli import with_dataset
+
+
+def add_profile_arguments(prof) -> None:
+    prof.add_argument("scenario", help="scenario YAML file")
+    prof.add_argument("--rung", required=True, help="the rung to profile")
+    prof.add_argument("--target", help="target name; default: auto-detect")
+    prof.add_argument("--dataset", metavar="PATH", help="read batches from this dataset (as vlabench run)")
+    prof.add_argument(
+        "--batch-size", type=int, help="override the workload's batch size (e.g. to see launch-bound steps)"
+    )
+    prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    prof.add_argument("--synthetic", action="store_true", help="the compute alone: synthetic batches on the device")
+    prof.add_argument("--out", type=Path, help="also write the profile as JSON")
+    prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
+
+
+def cmd_profile(args) -> int:
+    import json as json_
+
+    from ..machine.hardware import capabilities
+    from ..scenario import load_scenario
+    from ..spec import scenario_spec
+    from .profile import profile_rung, profile_table
+    from .runner import unsupported_reason, with_substitutes
+
+    at_least("--steps", args.steps, 1, "a positive number of steps")
+    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    if args.out:
+        check_out_file(args.out, overwrite=args.overwrite)
+    scenario = load_scenario(args.scenario)
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
+    target, error = resolve_target(scenario, args.target)
+    if error:
+        return fail(error)
+    rungs = {r.name: r for r in scenario.ladder}
+    if args.rung not in rungs:
+        return fail(f"--rung: expected a rung of {scenario.name} ({', '.join(rungs)}), got {args.rung!r}")
+    caps = capabilities(target)
+    rung, _ = with_substitutes(scenario, target, rungs[args.rung], caps)
+    reason = unsupported_reason(scenario, target, rung, caps)
+    if reason:
+        return fail(f"{args.rung}: unsupported on {target.name}: {reason}")
+    spec = scenario_spec(scenario, target, rung, batch_size=args.batch_size)
+    if args.synthetic:  # the compute alone: batches made up front on the device
+        spec = dataclasses.replace(spec, loader={**spec.loader, "kind": "synthetic"})
+    result = profile_rung(spec, steps=args.steps)
+    batch_size = spec.workload.batch_size
+    print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json_.dumps(
+                {
+                    "scenario": scenario.name,
+                    "rung": args.rung,
+                    "target": target.name,
+                    "batch_size": batch_size,
+                    **result,
+                },
+                indent=1,
+            )
+        )
+    return EXIT_OK

@@ -1,0 +1,147 @@
+"""`vlabench run`: a scenario's ladder on a target."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import shlex
+import sys
+from pathlib import Path
+
+from ..arguments import resolve_target
+from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
+from ..machine.hardware import TARGETS
+from ..outputs import check_out_file, positive_seconds
+
+
+def add_run_arguments(run) -> None:
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--target", help=f"target name ({', '.join(TARGETS)}); default: auto-detect")
+    run.add_argument("--rungs", help="comma-separated rung names to run (default: all)")
+    run.add_argument("--out", type=Path, help="result JSON path (default: runs/<scenario>-<target>-<time>.json)")
+    run.add_argument(
+        "--floor",
+        action="store_true",
+        help="first measure the workload's kernel floor (every GEMM and attention call at the vendor library's "
+        "speed) and show each rung's share of it",
+    )
+    run.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="read batches from this LeRobotDataset v3.0 folder (the workload's data.dataset)",
+    )
+    run.add_argument(
+        "--append",
+        action="store_true",
+        help="merge into an existing --out of the same scenario and target (rungs run now replace "
+        "rungs of the same name); for ladders split over several calls",
+    )
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --out (without it: refuse, or --append to merge)"
+    )
+    run.add_argument(
+        "--rung-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="record a rung as error if it runs longer than S seconds",
+    )
+    run.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each rung N times, each in a fresh process, in rounds with the rung order rotated; every "
+        "figure is then the median over the repeats with an interval that includes their spread",
+    )
+    run.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes per rung through torchrun, data-parallel with DDP (NCCL on GPUs, gloo "
+        "on CPUs); the workload's batch_size is per process",
+    )
+    run.add_argument(
+        "--torchrun-args",
+        metavar="ARGS",
+        help='extra torchrun flags for multi-node runs, e.g. "--nnodes 2 --node_rank 0 --rdzv_endpoint host:29500"',
+    )
+
+
+def cmd_run(args) -> int:
+    from ..report.report import ladder_table
+    from ..scenario import load_scenario
+    from .runner import run_scenario
+
+    positive_seconds("--rung-timeout", args.rung_timeout)
+    scenario = load_scenario(args.scenario)
+    if scenario.eval is not None:  # its ladder is a placeholder: `run` would train the full model for nothing
+        raise InputError(
+            scenario.path,
+            "eval",
+            "a training scenario for `vlabench run`",
+            f"an evaluation scenario (run it with: vlabench eval --scenario {scenario.path})",
+        )
+    target, error = resolve_target(scenario, args.target)
+    if error:
+        return fail(error)
+    rungs = None
+    if args.rungs:
+        rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
+        unknown = [r for r in rungs if r not in scenario.rung_names()]
+        if unknown:
+            return fail(
+                f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
+                f"got {', '.join(unknown)}"
+            )
+    if args.dataset:
+        scenario = with_dataset(scenario, args.dataset)
+    out = args.out or default_out(scenario.name, target.name)
+    check_out_file(out, merge_flag="--append", merging=args.append, overwrite=args.overwrite)
+    if args.nproc < 1:
+        return fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
+    if args.repeats < 1:
+        return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
+    result = run_scenario(
+        scenario,
+        target,
+        out,
+        ["vlabench", *sys.argv[1:]],
+        rung_names=rungs,
+        append=args.append,
+        rung_timeout_s=args.rung_timeout,
+        nproc=args.nproc,
+        torchrun_args=shlex.split(args.torchrun_args or ""),
+        floor=args.floor,
+        repeats=args.repeats,
+    )
+    print()
+    print(ladder_table(result))
+    print(f"\nresult: {out}")
+    failed = [
+        r["name"]
+        for r in result["rungs"]
+        if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False
+    ]
+    if failed:
+        print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def with_dataset(scenario, path: str):
+    """The scenario with every target's workload reading the dataset at `path`."""
+    from ..data.pipeline import DataSpec, reading
+
+    # a dataset named on the command line is never made: a mistyped path stays an error
+    targets = {
+        name: {**o, "data": reading(o["data"], path)} if isinstance(o.get("data"), DataSpec) else o
+        for name, o in scenario.targets.items()
+    }
+    workload = dataclasses.replace(scenario.workload, data=reading(scenario.workload.data, path))
+    return dataclasses.replace(scenario, workload=workload, targets=targets)
+
+
+def default_out(name: str, target: str) -> Path:
+    return Path("runs") / f"{name}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"

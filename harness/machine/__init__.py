@@ -1,0 +1,2 @@
+"""The target machine: targets and backends (hardware, backends), the machine probe (probe) and utilisation sampling
+(utilisation)."""
