@@ -2,7 +2,12 @@
 do between a robot observation (camera images, an 8-d state, an instruction) and the model's batch.
 
 - Images: uint8 HxWx3 -> resized with padding to the model's square size (bilinear; a square image is just
-  resized), scaled to [-1, 1], channels first.
+  resized), scaled to [-1, 1], channels first. The LIBERO evaluation (openpi's protocol, harness/eval/protocol.py)
+  hands the policy camera images already resized with padding to 224 (PIL's antialiased bilinear, uint8), while
+  a dataset stores them at 256: training frames of another size first go through that same resize
+  (`presented`), so that the model trains on the pixels the evaluation shows it. Without it a model whose
+  image size is not 224 (small: 112) saw 256 -> 112 in training (bilinear without antialiasing, which skips
+  pixels) but 256 -> 224 -> 112 in evaluation: a mean difference of half that between consecutive frames.
 - State: normalised (quantile by default, from the dataset statistics), padded with zeros to `state_pad`
   values and discretised into 256 bins inside the prompt "Task: <instruction>, State: <bins>;\\nAction: "
   (LeRobot and openpi with discrete state), or left out of the prompt (openpi's pi05_libero: the cleaned
@@ -52,6 +57,24 @@ def resize_with_pad(images: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(resized, (left, size - new_w - left, top, size - new_h - top), value=-1.0)
 
 
+PRESENTED_SIZE = 224  # openpi's LIBERO client resizes camera images with padding to this before the policy
+
+
+def presented(frames: torch.Tensor, size: int = PRESENTED_SIZE) -> torch.Tensor:
+    """[N, 3, H, W] float in [0, 1] -> [N, 3, size, size]: what the evaluation's resize with padding
+    (harness/eval/protocol.py: PIL bilinear, antialiased, uint8, black padding) makes of the same uint8 frames;
+    torch's antialiased bilinear gives PIL's values within one uint8 level."""
+    h, w = frames.shape[-2:]
+    if (h, w) == (size, size):
+        return frames
+    ratio = max(w / size, h / size)
+    new_h, new_w = int(h / ratio), int(w / ratio)
+    x = F.interpolate(frames * 255.0, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=True)
+    x = x.round_().clamp_(0.0, 255.0).div_(255.0)
+    top, left = (size - new_h) // 2, (size - new_w) // 2
+    return F.pad(x, (left, size - new_w - left, top, size - new_h - top), value=0.0)
+
+
 @dataclass
 class Pi05Processor(ProcessorSteps):
     tokenizer: Tokenizer
@@ -62,6 +85,9 @@ class Pi05Processor(ProcessorSteps):
     action_norm: Normalizer = field(default_factory=Normalizer)
     image_size: int = 224
     action_dim: int = 32  # the model's (padded) action dimension
+    # the size at which the evaluation presents camera images (training frames are resized to it first); None:
+    # training frames go to the model's size directly
+    presented_size: int | None = PRESENTED_SIZE
 
     # -- prompt
     def prompt_tokens(self, task: str, state: np.ndarray) -> list[int]:
@@ -141,12 +167,16 @@ class Pi05Processor(ProcessorSteps):
         }
 
     def finish(self, batch: dict, dtype: torch.dtype) -> dict:
-        """On the device, inside the step (the model's own preprocessing in LeRobot): frames resized with
-        padding to the model's size and scaled to [-1, 1]; floats in the model dtype, the flow time in fp32."""
+        """On the device, inside the step (the model's own preprocessing in LeRobot): frames as the evaluation
+        presents them (`presented`), resized with padding to the model's size and scaled to [-1, 1]; floats in
+        the model dtype, the flow time in fp32."""
         out = dict(batch)
         frames = out.pop("frames")
         b, v = frames.shape[:2]
-        out["images"] = resize_with_pad(frames.flatten(0, 1) * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
+        frames = frames.flatten(0, 1)
+        if self.presented_size:
+            frames = presented(frames, self.presented_size)
+        out["images"] = resize_with_pad(frames * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
         return {k: t.to(dtype) if t.is_floating_point() and k != "time" else t for k, t in out.items()}
 
     def describe(self) -> dict:
