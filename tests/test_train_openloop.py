@@ -39,6 +39,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     from harness.eval.policies import make_policy
     from harness.eval.protocol import flip, policy_observation
     from models import get_family
+    from models.workload import Workload
 
     data, out, scenario = tmp_path / "ds", tmp_path / "run", tmp_path / "s.yaml"
     scenario.write_text(SCENARIO)
@@ -53,12 +54,13 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     policy = make_policy("pi05", str(checkpoint), device="cpu", dtype="fp32", model_size="full", seed=7)
     # the training model: the rung built as training builds it, with the checkpoint's weights, and its processor
     run = json.loads((checkpoint / "train_state.json").read_text())["run"]
-    workload, family = run["workload"], get_family("pi05")
+    record, family = run["workload"], get_family("pi05")
+    workload = Workload.from_record(record)
     model = family.build("tiny", family.parse_options(run["options"]), workload, "cpu", torch.float32, 0).model
     model.load_state_dict(family.import_weights(model, family.read_weights(str(checkpoint))[0]), strict=True)
     model.eval()
-    dataset = LeRobotV3Dataset(data, action_horizon=workload["action_horizon"], cameras=list(LIBERO_CAMERAS))
-    processor = family.data_processor("tiny", workload, dataset.stats, workload["data"]["tokenizer"])
+    dataset = LeRobotV3Dataset(data, action_horizon=workload.action_horizon, cameras=list(LIBERO_CAMERAS))
+    processor = family.data_processor("tiny", workload, dataset.stats, record["data"]["tokenizer"])
 
     differences, spread = [], []
     for i in (0, 25, 50, 75):
@@ -77,7 +79,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
         evaluated = policy.infer([observation])[0]
 
         batch = processor.training_batch([sample], tuple(LIBERO_CAMERAS), torch.Generator().manual_seed(0))
-        noise = torch.randn((1, workload["action_horizon"], 32), generator=torch.Generator().manual_seed(100 + i))
+        noise = torch.randn((1, workload.action_horizon, 32), generator=torch.Generator().manual_seed(100 + i))
         trained = processor.actions_out(model.sample_actions(batch, noise=noise, steps=10)[0].numpy(), 7)
         differences.append(np.abs(evaluated - trained).max())
         spread.append(np.abs(trained - trained.mean(0)).max())

@@ -4,8 +4,9 @@ do between a robot observation (camera images, an 8-d state, an instruction) and
 - Images: uint8 HxWx3 -> resized with padding to the model's square size (bilinear; a square image is just
   resized), scaled to [-1, 1], channels first. The LIBERO evaluation (openpi's protocol, harness/eval/protocol.py)
   hands the policy camera images already resized with padding to 224 (PIL's antialiased bilinear, uint8), while
-  a dataset stores them at 256: training frames of another size first go through that same resize
-  (`presented`), so that the model trains on the pixels the evaluation shows it. Without it a model whose
+  a dataset stores them at 256: for a model whose image size is not 224, training frames first go through that
+  same resize (`presented`), so that the model trains on the pixels the evaluation shows it (a 224 model keeps
+  LeRobot's training path, the ladder's baseline, which resizes 256 -> 224 without antialiasing). Without it a model whose
   image size is not 224 (small: 112) saw 256 -> 112 in training (bilinear without antialiasing, which skips
   pixels) but 256 -> 224 -> 112 in evaluation: a mean difference of half that between consecutive frames.
 - State: normalised (quantile by default, from the dataset statistics), padded with zeros to `state_pad`
@@ -174,7 +175,8 @@ class Pi05Processor(ProcessorSteps):
         frames = out.pop("frames")
         b, v = frames.shape[:2]
         frames = frames.flatten(0, 1)
-        if self.presented_size:
+        if self.presented_size and self.presented_size != self.image_size:
+            # a model at the evaluation's size (full: 224) keeps LeRobot's training path, the ladder's baseline
             frames = presented(frames, self.presented_size)
         out["images"] = resize_with_pad(frames * 2.0 - 1.0, self.image_size).unflatten(0, (b, v))
         return {k: t.to(dtype) if t.is_floating_point() and k != "time" else t for k, t in out.items()}
