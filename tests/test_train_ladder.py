@@ -119,9 +119,10 @@ def test_the_judgement_against_the_reference(tmp_path):
     assert judge({"community": failed, "fp8": fast}, "community", TrainBlock(steps=100)) == {}
 
 
-def _scenario(tmp_path: Path, text: str) -> str:
+def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
     path = tmp_path / "s.yaml"
-    path.write_text(SCENARIO.read_text().replace("  demonstrations_from_trial: 20\n", text))
+    scenario = SCENARIO.read_text().replace("  demonstrations_from_trial: 20\n", text)
+    path.write_text(scenario.replace("{kind: async, pin_memory: true}", loader) if loader else scenario)
     return str(path)
 
 
@@ -133,11 +134,12 @@ def _scenario(tmp_path: Path, text: str) -> str:
         ("  demonstrations_from_trial: 20\n", ["--trials", "25"], "evaluation trials (25)"),
         ("  demonstrations_from_trial: 20\n  bogus: 1\n", [], "train.bogus: expected a known key"),
         ("  demonstrations_from_trial: 20\n", ["--rungs", "nope"], "--rungs: expected rungs of the ladder"),
+        ("  demonstrations_from_trial: 20\n", [], "train.loader.kind: expected"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, block, flags, message):
     monkeypatch.chdir(tmp_path)
-    path = _scenario(tmp_path, block)
+    path = _scenario(tmp_path, block, "{kind: fast}" if "loader" in message else None)
     code = main(["train-ladder", path, "--target", "cpu", "--out", str(tmp_path / "o"), *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1

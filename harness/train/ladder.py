@@ -18,7 +18,7 @@ import dataclasses
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, SchemaError, parse
 
@@ -42,6 +42,9 @@ class TrainBlock:
     decay_lr: Annotated[float, NON_NEGATIVE] | None = None
     ema_decay: Annotated[float, POSITIVE] | None = None
     workers: Annotated[int, NON_NEGATIVE] | None = None  # DataLoader workers (default: each rung's loader option)
+    # loader options (kind, pin_memory, prefetch_factor, buffers) for every rung over its own: the rungs train
+    # on one data path, so that their speeds compare their steps
+    loader: dict[str, Any] | None = None
     # the first stored initial state of the dataset's demonstrations (`make-dataset --first-trial`): the
     # evaluation's trials must stay below it, so no evaluated episode starts where a demonstration did
     demonstrations_from_trial: Annotated[int, NON_NEGATIVE] | None = None
@@ -84,6 +87,13 @@ def train_block(scenario) -> TrainBlock:
         unknown = [v for v in values if v not in names]
         if unknown:
             raise InputError(scenario.path, key, "rungs of the ladder (" + ", ".join(names) + ")", ", ".join(unknown))
+    if block.loader:
+        from ..data.pipeline import LoaderOptions
+
+        try:
+            parse(LoaderOptions, block.loader, "train.loader")
+        except SchemaError as e:
+            raise InputError(scenario.path, e.key, e.expected, e.got) from None
     if block.ema_decay is not None and not block.ema_decay < 1:
         raise InputError(scenario.path, "train.ema_decay", "a decay in (0, 1)", str(block.ema_decay))
     return block

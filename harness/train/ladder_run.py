@@ -40,6 +40,7 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
         out=folder,
         recipe=plan.recipe,
         workers=plan.workers,
+        loader=plan.block.loader,
         keep=1,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )

@@ -47,6 +47,7 @@ class TrainPlan:
     init: str = "random"  # or a checkpoint (openpi or LeRobot layout) to fine-tune from
     tokenizer: str | None = None  # a SentencePiece file or 'bytes'; default: chosen by resolve_tokenizer
     workers: int | None = None  # DataLoader workers; default: the rung's loader option
+    loader: dict | None = None  # loader options over the rung's (a train-ladder's, the same for every rung)
     log_every: int | None = None
 
 
@@ -97,6 +98,7 @@ def train_spec(plan: TrainPlan) -> tuple[RungSpec, dict]:
     loader = dict(spec.loader)
     if feed_kind(data, loader) == "synthetic":
         loader["kind"] = "torch"  # a rung measured on synthetic batches trains on the dataset through LeRobot's path
+    loader.update(plan.loader or {})
     if plan.workers is not None:
         loader["workers"] = plan.workers
     workload = dataclasses.replace(spec.workload, data=data)
