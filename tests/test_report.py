@@ -310,3 +310,20 @@ def test_an_evaluation_resumed_over_runs_shows_each_run_and_the_whole_suite():
     assert total[:4] == ["10", "(all", "2", "runs)"]
     steps, wall = 1380 + last["env_steps"], 30.0 + last["wall_s"]
     assert total[4:8] == [str(6 + last["episodes"]), str(steps), f"{wall:.1f}", f"{steps / wall:.1f}"]
+
+
+def test_report_plots_the_loss_curve_of_a_training_result(tmp_path):
+    """`vlabench report` of a committed H200 training run: its table and a loss-per-step figure."""
+    from harness.cli import main
+
+    run = ROOT / "results" / "h200" / "train-ladder-2026-12-01" / "community-train.json"
+    assert main(["report", str(run), "--out", str(tmp_path / "rep"), "--no-published"]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "![training loss per step](community-train-h200-loss.png)" in text and "0.0113 (last 200)" in text
+    assert (tmp_path / "rep" / "community-train-h200-loss.png").stat().st_size > 10_000
+
+
+def test_the_smoothed_loss_is_a_trailing_mean():
+    from harness.report.figures import _smoothed
+
+    assert _smoothed([4.0, 2.0, 0.0, 2.0, None, 1.0], 2) == [4.0, 3.0, 1.0, 1.0]

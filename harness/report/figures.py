@@ -118,6 +118,46 @@ def rung_bars(result: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _trained_runs(result: dict) -> list[tuple[str, dict]]:
+    """(label, train block) of a `vlabench train` result or of each trained rung of a train-ladder."""
+    if result.get("kind") == "train":
+        return [(result["train"].get("rung", "run"), result["train"])]
+    rungs = (result.get("train_ladder") or {}).get("rungs", [])
+    return [
+        (r["name"] + (" (sabotaged)" if r["train"].get("test_train_sabotage") else ""), r["train"])
+        for r in rungs
+        if r.get("train")
+    ]
+
+
+def _smoothed(losses: list, window: int) -> list[float]:
+    """The trailing mean over `window` steps (fewer at the start); a missing loss ends the curve."""
+    out, total = [], 0.0
+    for i, value in enumerate(losses):
+        if value is None:
+            break
+        total += value - (losses[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def loss_curves(result: dict, path: Path) -> Path:
+    """The training loss per step of each trained run (a trailing mean over 2% of the steps), log scale."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for label, train in _trained_runs(result):
+        losses = list(train.get("losses") or [])
+        window = max(1, len(losses) // 50)
+        ax.plot(range(1, len(_smoothed(losses, window)) + 1), _smoothed(losses, window), label=label, linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (trailing mean over 2% of the steps)", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.suptitle(f"{result['scenario']['name']} on {result['target']['name']}", fontsize=9)
+    return _save(fig, path)
+
+
 def hardware_bars(scenario: str, cols: list[Column], path: Path) -> Path:
     """Speedup over each target's own baseline rung, grouped by rung, one bar per target."""
     plt = _pyplot()

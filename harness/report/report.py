@@ -401,7 +401,7 @@ def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None,
     per-hardware comparison (with verdicts when published `figures` are given) and its bar chart."""
     from ..judge import compare
     from ..ladder.floor import attach_floors
-    from .figures import hardware_bars, rung_bars, waterfall
+    from .figures import hardware_bars, loss_curves, rung_bars, waterfall
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -429,6 +429,10 @@ def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None,
                 f"![samples/s and peak memory per rung]({stem}-rungs.png)",
                 "",
             ]
+        if result.get("kind") in ("train", "train-ladder"):
+            stem = figure_stem(path, result)
+            loss_curves(result, out / f"{stem}-loss.png")
+            lines += [f"![training loss per step]({stem}-loss.png)", ""]
     grouped = compare.columns(results)
     if grouped:
         lines += ["## Per-hardware comparison", "", compare.render(results, figures, "github"), ""]
