@@ -159,3 +159,24 @@ def test_make_dataset_first_trial_needs_libero(tmp_path, capsys):
     ]
     assert main(argv) == 2
     assert "--first-trial: expected a non-negative state index, with --source libero" in capsys.readouterr().err
+
+
+def test_compare_sets_trained_rungs_side_by_side_per_target(tmp_path, capsys):
+    """`vlabench compare` of two train-ladder results: per rung and target, samples/s with the speedup beside
+    the success rate."""
+    fast = _rung("fp8", 11, 20, [0.1] * 10)
+    fast["train"]["samples_per_s"] = 250.0
+    paths = []
+    for target, rungs in (("h200", [_rung("community", 12, 20, [0.1] * 10), fast]), ("b200", [fast])):
+        result = _ladder_result(rungs[0])
+        result["target"]["name"] = target
+        result["train_ladder"]["rungs"] = rungs
+        result["train_ladder"]["eval"] = {"suites": ["libero_spatial"]}
+        result["train_ladder"]["versus_reference"] = {"fp8": {"speedup": 2.5}} if target == "h200" else {}
+        paths.append(tmp_path / f"{target}.json")
+        paths[-1].write_text(json.dumps(result))
+    assert main(["compare", *map(str, paths), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "community  100/s; success 60% of 20" in out
+    assert "fp8        250/s (2.50x); success 55% of 20  250/s; success 55% of 20" in out
+    assert (tmp_path / "cmp" / "comparison.md").exists()

@@ -25,10 +25,22 @@ def cmd_compare(args) -> int:
 
     if args.out:
         check_out_dir(args.out)
+    from .compare_training import training_tables
+
     results = load_results(args.results)
+    fmt = "github" if args.format == "markdown" else "simple"
+    trained = training_tables(results, fmt)
     for path, result in results:
-        if not compare.is_ladder(result) and not result.get("success_rate"):
+        if not compare.is_ladder(result) and not result.get("success_rate") and result.get("kind") != "train-ladder":
             print(f"{path}: skipped (kind {result.get('kind')}: neither a ladder nor success rates)", file=sys.stderr)
+    if trained:
+        print(trained + "\n")
+        if not compare.columns(results):
+            if args.out:
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / "comparison.md").write_text(training_tables(results, "github") + "\n")
+                print(f"wrote {args.out}/comparison.md")
+            return EXIT_OK
     if not compare.columns(results) and not (args.published and any(r.get("success_rate") for _, r in results)):
         return fail("expected at least one ladder result (or, with --published, one with success rates)")
     figures = load_published(args.published_dir) if args.published else None
