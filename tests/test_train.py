@@ -171,3 +171,28 @@ def test_train_then_evaluate_the_checkpoint_in_libero_then_gate_it(tmp_path, cap
     capsys.readouterr()
     assert main(["gate", str(evaluated), "--baseline", str(evaluated)]) == 0
     assert "success rate" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_fine_tuning_starts_from_a_saved_tiny_checkpoint_and_the_evaluation_loads_the_result(
+    scenario, dataset, tmp_path
+):
+    """The tiny path of a fine-tune: a saved checkpoint as --init (the layout `vlabench eval` loads), trained on
+    with a learning rate too small to move the weights, saves the weights it started from; its checkpoint loads
+    in the evaluation's policy."""
+    from safetensors.torch import load_file
+
+    from harness.eval.policies import make_policy
+
+    base, tuned = tmp_path / "base", tmp_path / "tuned"
+    assert train(scenario, dataset, base, 4) == 0
+    start = base / "checkpoints" / "step-00000004"
+    assert train(scenario, dataset, tuned, 3, "--init", str(start), "--peak-lr", "1e-12", "--ema-decay", "none") == 0
+    record = json.loads((tuned / "train.json").read_text())["train"]
+    assert record["init"] == str(start) and record["steps_done"] == 3
+    before = load_file(str(start / "model.safetensors"))
+    after = load_file(str(tuned / "checkpoints" / "step-00000003" / "model.safetensors"))
+    assert before.keys() == after.keys()
+    assert max((before[k].float() - after[k].float()).abs().max().item() for k in before) < 1e-6
+    policy = make_policy("pi05", str(tuned / "checkpoints" / "step-00000003"), device="cpu", dtype="fp32", seed=0)
+    assert policy.describe()["model_size"] == "tiny"
