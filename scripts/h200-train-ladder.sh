@@ -7,6 +7,15 @@
 #      against the clean ladder: the success gate and the convergence check must FAIL it;
 #   4. the longer run of the fastest bf16 rung (GOAL_STEPS steps, 20 trials per task: runs/tl-goal).
 # Usage (as a detached job, so it outlives one device call): scripts/h200-train-ladder.sh LOGDIR
+# What the first session (2026-12-01) taught, for whoever runs it next:
+#   - the wheels and the assets exceed one call's 64 MiB: carry .whl and .gl in a first short call that installs
+#     them into /tmp/site (scripts/device-setup.sh), then .whl2 (robosuite, libero, the assets) in the call that
+#     starts this job; a later call that does not carry .whl2 removes it there, hence the copy below;
+#   - start it with `setsid nohup ... &` and collect with short calls issued at once (the machine goes back 30 s
+#     after a call); never `pkill -f` a pattern that the call's own command line contains (it kills the call):
+#     write `pkill -f "[p]ython3 -m harness"`;
+#   - `vlabench run scenarios/pi05-libero-train.yaml --target h200` first (the speed ladder, a few minutes)
+#     gives each rung's samples/s on this data path, from which the steps that fit are chosen.
 # Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
 # scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
 set -uo pipefail
