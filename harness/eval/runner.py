@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stats.rates import rate_summary
+from ..stats.rates import success_rates  # re-exported: the evaluation's counting lives with the statistics
 from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
 
 if TYPE_CHECKING:  # torch, which models.policy imports, is for the evaluations that build a policy
@@ -107,23 +107,6 @@ def _wants_video(videos, suite: str, task: int, trial: int) -> bool:
     if not videos:
         return False
     return videos == "all" or (task, trial) in videos or (suite, task, trial) in videos
-
-
-def success_rates(episodes: list[dict]) -> dict:
-    """Flat mapping: each suite ("libero_spatial") and each task ("libero_spatial/3") to its success-rate
-    entry {successes, trials, rate, wilson_low, wilson_high}; errored episodes count as failed trials."""
-    counts: dict[str, list[int]] = {}
-    for ep in episodes:
-        for key in (ep["suite"], f"{ep['suite']}/{ep['task']}"):
-            c = counts.setdefault(key, [0, 0, 0])
-            c[0] += bool(ep.get("success"))
-            c[1] += 1
-            c[2] += ep.get("status") == "error"
-    out = {}
-    for key in sorted(counts, key=lambda k: (k.split("/")[0], int(k.split("/")[1]) if "/" in k else -1)):
-        successes, trials, errors = counts[key]
-        out[key] = {**rate_summary(successes, trials), "errors": errors}
-    return out
 
 
 # One math thread per env worker: the N workers are the parallelism, and N processes each starting a thread

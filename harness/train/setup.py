@@ -16,11 +16,11 @@ from ..data.pipeline import DatasetFeed, feed_kind, reading
 from ..errors import InputError
 from ..ladder.rung import dataset_feed, wrap_ddp
 from ..ladder.runner import unsupported_reason, with_substitutes
+from ..ladder.sabotage import apply_sabotage
 from ..machine.hardware import Device, Target, capabilities, get_device
 from ..scenario import Scenario
 from ..spec import RungSpec, scenario_spec
 from .recipe import Ema, Recipe, optimizer_mismatch
-from .sabotage import apply_sabotage
 
 # What `vlabench train` asks of a family beyond the ModelFamily protocol (models/family.py); the Pi0.5 family
 # has them (models/pi05/__init__.py). To be declared in the protocol, with defaults, by its owner.
