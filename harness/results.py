@@ -237,7 +237,7 @@ class SuccessEntry:
 
 @dataclass(frozen=True)
 class EpisodeRecord:
-    """What the success rates are counted from (harness/eval/runner.py success_rates)."""
+    """What the success rates are counted from (harness/stats/rates.py success_rates)."""
 
     __open_schema__ = True
     suite: str

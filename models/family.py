@@ -225,6 +225,53 @@ class ModelFamily:
         for the kernel floor; backward is derived from them."""
         raise NotImplementedError(f"no kernel floor for {self.name} yet")
 
+    # -- training to a checkpoint (`vlabench train`, `train-ladder`: TRAINING_METHODS); a family that keeps these
+    # defaults is refused by those commands in one line before anything is built
+    def export_weights(self, model: nn.Module, tensors: dict | None = None) -> dict:
+        """`tensors` keyed by the built model's parameter names (default: the model's weights) under the plain
+        model's names: the names a checkpoint stores, whatever the rung's switches did to the modules."""
+        raise _no_training_method(self, "export_weights")
+
+    def import_weights(self, model: nn.Module, plain: dict) -> dict:
+        """Plain-named tensors under the built model's own names (the inverse of `export_weights`), for
+        `model.load_state_dict(..., strict=True)`."""
+        raise _no_training_method(self, "import_weights")
+
+    def read_weights(self, path: str) -> tuple[dict, str]:
+        """The plain-named weights of a checkpoint (a folder or file the family reads) and its model size."""
+        raise _no_training_method(self, "read_weights")
+
+    def save_policy(
+        self, folder, plain: dict, size: str, workload: Workload, stats: dict, tokenizer: str | None, extra: dict
+    ) -> None:
+        """Write a checkpoint that `eval_policy` loads into the existing `folder`: the plain-named weights, the
+        model size, the dataset's per-feature statistics, the tokenizer trained with and `extra` (the step, the
+        recipe) for the record."""
+        raise _no_training_method(self, "save_policy")
+
+    def training_tokenizer(self, size: str) -> str | None:
+        """The tokenizer a model of `size` trains with: 'bytes' (one token per UTF-8 byte, for a model without
+        the checkpoint's vocabulary), or None for the family's own (a SentencePiece file the user names)."""
+        raise _no_training_method(self, "training_tokenizer")
+
+
+# What `vlabench train` and `train-ladder` call on a family beyond the methods every family implements.
+TRAINING_METHODS = ("export_weights", "import_weights", "read_weights", "save_policy", "training_tokenizer")
+
+
+def _no_training_method(family: ModelFamily, method: str) -> NotImplementedError:
+    return NotImplementedError(f"the {family.name} family has no {method}: it cannot train to a checkpoint")
+
+
+def unimplemented(family, methods: tuple[str, ...]) -> list[str]:
+    """Which of `methods` the family leaves at ModelFamily's default (or lacks)."""
+    out = []
+    for name in methods:
+        attr = getattr(family, name, None)
+        if attr is None or getattr(attr, "__func__", attr) is getattr(ModelFamily, name, None):
+            out.append(name)
+    return out
+
 
 def _field_types(options_type: type | None) -> dict:
     """The resolved field types of an options dataclass (Annotated stripped); empty when it has none."""

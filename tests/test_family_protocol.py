@@ -164,3 +164,16 @@ def test_the_recompute_sweep_sees_the_family_through_the_protocol_only(family_na
     assert main(["recompute-sweep", str(path), "--target", "cpu", "--compile", "nope"]) == 2
     assert f"{family_name}'s compile modes" in capsys.readouterr().err
     assert {"knobs", "recompute_groups", "recompute_options", "compile_options", "compile_modes"} <= proxy.used
+
+
+def test_the_protocol_declares_the_training_methods_and_their_defaults_refuse():
+    """`vlabench train` calls only declared methods; a family that keeps their defaults is told which one it lacks."""
+    from models.family import TRAINING_METHODS, unimplemented
+
+    assert set(TRAINING_METHODS) <= DECLARED
+    assert unimplemented(models.get_family("pi05"), TRAINING_METHODS) == []
+    assert unimplemented(ProtocolOnly(models.get_family("pi05")), TRAINING_METHODS) == []
+    gr00t = models.get_family("gr00t")
+    assert unimplemented(gr00t, TRAINING_METHODS) == list(TRAINING_METHODS)
+    with pytest.raises(NotImplementedError, match="the gr00t family has no read_weights"):
+        gr00t.read_weights("nowhere")

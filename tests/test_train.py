@@ -99,12 +99,12 @@ def test_convergence_check_catches_a_sabotage_that_the_ladders_loss_parity_passe
     (1e-5, fp32 and identical math), but after 200 training steps the loss is far above a clean run's."""
     from harness.ladder.rung import run
     from harness.ladder.runner import loss_parity
+    from harness.ladder.sabotage import SABOTAGE_ENV
     from harness.machine.hardware import get_target
     from harness.results import load_result
     from harness.scenario import load_scenario
     from harness.spec import scenario_spec
     from harness.train.convergence import check_convergence
-    from harness.train.sabotage import SABOTAGE_ENV
     from models import get_family
 
     sc = load_scenario(scenario)

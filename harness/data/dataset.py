@@ -204,14 +204,31 @@ def load_meta(root: Path) -> DatasetMeta:
     info_path = root / fmt.INFO_PATH
     info = _json(info_path, "the info.json of a LeRobotDataset v3.0")
     fps, features, cameras = _check_info(info_path, info)
+    tasks = _load_tasks(root / fmt.TASKS_PATH)
+    video_keys = fmt.video_keys(features)  # image cameras have no video columns: their frames are in the data files
+    rows = _episode_rows(root, video_keys)
+    episodes, next_row = [], 0
+    for n, (path, row) in enumerate(rows):
+        episodes.append(_episode_info(info_path, info, video_keys, n, len(rows), path, row, next_row))
+        next_row = row["dataset_to_index"]
+    for key, total in (("total_episodes", len(episodes)), ("total_frames", next_row)):
+        if info.get(key) != total:
+            raise DatasetError(info_path, key, f"{total} (what meta/episodes holds)", repr(info.get(key)))
+    return DatasetMeta(root, info, fps, features, cameras, tasks, episodes, next_row)
 
-    tasks_path = root / fmt.TASKS_PATH
+
+def _load_tasks(tasks_path: Path) -> list[str]:
+    """The task strings in task_index order; the indices must be 0..n-1."""
     tasks_table = _table(tasks_path, "the task strings", ["task", "task_index"]).to_pydict()
     by_index = dict(zip(tasks_table["task_index"], tasks_table["task"]))
     if sorted(by_index) != list(range(len(by_index))):
         raise DatasetError(tasks_path, "task_index", f"0..{len(by_index) - 1}", str(sorted(by_index))[:60])
-    tasks = [by_index[i] for i in range(len(by_index))]
+    return [by_index[i] for i in range(len(by_index))]
 
+
+def _episode_rows(root: Path, video_keys) -> list[tuple[Path, dict]]:
+    """Every row of the episode table (meta/episodes/chunk-*/file-*.parquet) with the file it came from, in
+    episode order."""
     episode_files = sorted((root / "meta/episodes").glob("chunk-*/file-*.parquet"))
     if not episode_files:
         raise DatasetError(root / "meta/episodes", None, "episode files chunk-XXX/file-XXX.parquet", "none")
@@ -224,52 +241,52 @@ def load_meta(root: Path) -> DatasetMeta:
         "dataset_from_index",
         "dataset_to_index",
     ]
-    videos = fmt.video_keys(features)  # image cameras have no video columns: their frames are in the data files
-    for key in videos:
+    for key in video_keys:
         columns += [f"videos/{key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
     rows = []
     for path in episode_files:
         table = _table(path, "the episode table", columns).to_pylist()
         rows += [(path, row) for row in table]
     rows.sort(key=lambda pr: pr[1]["episode_index"])
-    episodes, next_row = [], 0
-    for n, (path, row) in enumerate(rows):
-        if row["episode_index"] != n:
-            raise DatasetError(
-                path,
-                "episode_index",
-                f"episodes 0..{len(rows) - 1}, each once",
-                f"episode {row['episode_index']} where episode {n} belongs",
-            )
-        start, stop = row["dataset_from_index"], row["dataset_to_index"]
-        if start != next_row or stop - start != row["length"] or row["length"] < 1:
-            raise DatasetError(
-                path, f"episode {n}", f"frames from row {next_row}, {row['length']} of them", f"rows {start}..{stop}"
-            )
-        next_row = stop
-        data_file = _path(
-            info_path, info, "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+    return rows
+
+
+def _episode_info(
+    info_path: Path, info: dict, video_keys, n: int, count: int, path: Path, row: dict, next_row: int
+) -> EpisodeInfo:
+    """Episode n of `count` from its row of the episode table, checked: its index, and its frames starting at
+    `next_row` where the episode before it ended."""
+    if row["episode_index"] != n:
+        raise DatasetError(
+            path,
+            "episode_index",
+            f"episodes 0..{count - 1}, each once",
+            f"episode {row['episode_index']} where episode {n} belongs",
         )
-        videos = {
-            key: VideoSpan(
-                _path(
-                    info_path,
-                    info,
-                    "video_path",
-                    video_key=key,
-                    chunk_index=row[f"videos/{key}/chunk_index"],
-                    file_index=row[f"videos/{key}/file_index"],
-                ),
-                row[f"videos/{key}/from_timestamp"],
-                row[f"videos/{key}/to_timestamp"],
-            )
-            for key in videos
-        }
-        episodes.append(EpisodeInfo(n, row["length"], tuple(row["tasks"] or ()), (start, stop), data_file, videos))
-    for key, total in (("total_episodes", len(episodes)), ("total_frames", next_row)):
-        if info.get(key) != total:
-            raise DatasetError(info_path, key, f"{total} (what meta/episodes holds)", repr(info.get(key)))
-    return DatasetMeta(root, info, fps, features, cameras, tasks, episodes, next_row)
+    start, stop = row["dataset_from_index"], row["dataset_to_index"]
+    if start != next_row or stop - start != row["length"] or row["length"] < 1:
+        raise DatasetError(
+            path, f"episode {n}", f"frames from row {next_row}, {row['length']} of them", f"rows {start}..{stop}"
+        )
+    data_file = _path(
+        info_path, info, "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+    )
+    videos = {
+        key: VideoSpan(
+            _path(
+                info_path,
+                info,
+                "video_path",
+                video_key=key,
+                chunk_index=row[f"videos/{key}/chunk_index"],
+                file_index=row[f"videos/{key}/file_index"],
+            ),
+            row[f"videos/{key}/from_timestamp"],
+            row[f"videos/{key}/to_timestamp"],
+        )
+        for key in video_keys
+    }
+    return EpisodeInfo(n, row["length"], tuple(row["tasks"] or ()), (start, stop), data_file, videos)
 
 
 def _vectors(column: pa.ChunkedArray, path: Path, key: str, width: int, info_path: Path) -> np.ndarray:

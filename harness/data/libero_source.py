@@ -31,11 +31,24 @@ def libero_episodes(
     successful ones as they finish. An evaluation of T trials per task starts at state 0, so demonstrations
     from `first_trial >= T` never share an initial state with it."""
     from ..eval import sim
-    from ..eval.env import suite_tasks
     from ..eval.policies import make_policy
-    from ..eval.runner import EvalRunner, plan_episodes
 
     setup = sim.prepare(assets)
+    planned = _plan_demonstrations(suite, tasks, count, seed, first_trial)
+    policy = make_policy(policy_name)
+    policy.check_tasks([ep.task for ep in planned])
+    failed: list[str] = []
+    yield from _successful_rollouts(policy, setup.env, planned, workers, progress, failed)
+    if failed:
+        progress(f"{len(failed)} of {count} rollouts failed and were left out: " + "; ".join(failed[:5]))
+
+
+def _plan_demonstrations(suite: str, tasks: list[int] | None, count: int, seed: int, first_trial: int) -> list:
+    """The first `count` planned episodes from trial `first_trial` on, the tasks in turn (trial K of every task,
+    then trial K+1, ...), so any first `count` cover them all; each marked a demonstration."""
+    from ..eval.env import suite_tasks
+    from ..eval.runner import plan_episodes
+
     chosen = tasks if tasks is not None else list(range(len(suite_tasks(suite))))
     trials = first_trial + math.ceil(count / len(chosen))
     try:
@@ -45,14 +58,21 @@ def libero_episodes(
             "--episodes", None, f"at most the stored initial states after --first-trial {first_trial}", str(e)
         ) from None
     planned = [ep for ep in planned if ep.trial >= first_trial]
-    # the tasks in turn (trial K of every task, then trial K+1, ...), so any first `count` cover them all
     planned = sorted(planned, key=lambda ep: (ep.trial, ep.task["index"]))[:count]
     for ep in planned:
         ep.demonstration = True
-    policy = make_policy(policy_name)
-    policy.check_tasks([ep.task for ep in planned])
+    return planned
+
+
+def _successful_rollouts(
+    policy, env, planned: list, workers: int, progress: Callable[[str], None], failed: list[str]
+) -> Iterator[Episode]:
+    """Run the planned episodes on the evaluation's env workers in a background thread, yielding each successful
+    one as an Episode as it finishes; a failed one is appended to `failed` (a line saying why) and left out. An
+    error of the rollouts is raised here, on the writer's side."""
+    from ..eval.runner import EvalRunner
+
     ready: queue.Queue = queue.Queue(maxsize=4)  # a few episodes of frames in memory at most
-    failed = []
 
     def keep(record: dict, episode, demo: dict) -> None:
         if record.get("status") == "ok" and record.get("success"):
@@ -63,7 +83,7 @@ def libero_episodes(
 
     def roll_out() -> None:
         try:
-            EvalRunner(policy, setup.env, workers=workers, progress=progress, on_demonstration=keep).run(planned)
+            EvalRunner(policy, env, workers=workers, progress=progress, on_demonstration=keep).run(planned)
             ready.put(None)
         except BaseException as exc:  # handed to the writer's side, which raises it
             ready.put(exc)
@@ -76,5 +96,3 @@ def libero_episodes(
         if isinstance(item, BaseException):
             raise item
         yield item
-    if failed:
-        progress(f"{len(failed)} of {count} rollouts failed and were left out: " + "; ".join(failed[:5]))

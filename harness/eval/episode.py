@@ -90,6 +90,35 @@ def run_episode(
 
     `demonstration` keeps every step's camera images, state and action (`outcome.demo`), for datasets."""
     skip = not (render_every_step or record or demonstration)
+    obs, reader = _start_episode(env, init_state, seed, skip, needs)
+    plan: collections.deque = collections.deque()
+    outcome = EpisodeOutcome(success=False, steps=0, reason="timeout")
+    demo = {"image": [], "wrist_image": [], "state": [], "action": []} if demonstration else None
+    for step in range(max_steps):
+        if record:
+            outcome.frames.append(resize_with_pad(flip(obs["agentview_image"])))  # as the policy sees it
+        if not plan:
+            plan.extend(_action_chunk(get_chunk, _observe(obs, prompt, needs, reader))[: needs.replan_steps])
+            outcome.chunks += 1
+        action = plan.popleft()
+        if demo is not None:
+            _keep_demo_step(demo, obs, action)
+        if skip and needs.images:
+            set_cameras(env, not plan)  # images are needed after this step only if the plan runs out
+        obs, _, done, _ = env.step(action.tolist())
+        outcome.steps = step + 1
+        if done:
+            outcome.success, outcome.reason = True, None
+            break
+    if demo is not None:
+        outcome.demo = {key: np.stack(values) for key, values in demo.items()}
+    return outcome
+
+
+def _start_episode(env, init_state: np.ndarray, seed: int | None, skip: bool, needs: PolicyNeeds):
+    """Reset as a new environment, set the stored initial state and run the wait steps; returns the last
+    observation and the sim-state reader of a privileged policy (else None). With `skip` the cameras stay off
+    until the last wait step, whose images go to the first policy call (if the policy reads images)."""
     set_cameras(env, True)  # an earlier episode may have left them off
     reset_as_new(env, seed)
     if skip:
@@ -102,40 +131,29 @@ def run_episode(
         if skip and needs.images and i == WAIT_STEPS - 1:
             set_cameras(env, True)  # the last wait step's images go to the first policy call
         obs, _, _, _ = env.step(list(DUMMY_ACTION))
+    return obs, reader
 
-    def observe(obs):
-        observation = (
-            policy_observation(obs, prompt) if needs.images else {"state": state_vector(obs), "prompt": prompt}
-        )
-        if reader is not None:
-            observation["sim_state"] = reader.read()
-        return observation
 
-    plan: collections.deque = collections.deque()
-    outcome = EpisodeOutcome(success=False, steps=0, reason="timeout")
-    demo = {"image": [], "wrist_image": [], "state": [], "action": []} if demonstration else None
-    for step in range(max_steps):
-        if record:
-            outcome.frames.append(resize_with_pad(flip(obs["agentview_image"])))  # as the policy sees it
-        if not plan:
-            chunk = np.asarray(get_chunk(observe(obs)), dtype=np.float64)
-            if chunk.ndim != 2 or chunk.shape[1] != ACTION_DIM or len(chunk) == 0:
-                raise ValueError(f"policy returned an action chunk of shape {chunk.shape}, expected [H, {ACTION_DIM}]")
-            plan.extend(chunk[: needs.replan_steps])
-            outcome.chunks += 1
-        action = plan.popleft()
-        if demo is not None:
-            demo["image"].append(flip(obs["agentview_image"]))
-            demo["wrist_image"].append(flip(obs["robot0_eye_in_hand_image"]))
-            demo["state"].append(state_vector(obs))
-            demo["action"].append(action.astype(np.float32))
-        if skip and needs.images:
-            set_cameras(env, not plan)  # images are needed after this step only if the plan runs out
-        obs, _, done, _ = env.step(action.tolist())
-        outcome.steps = step + 1
-        if done:
-            outcome.success, outcome.reason = True, None
-            break
-    if demo is not None:
-        outcome.demo = {key: np.stack(values) for key, values in demo.items()}
-    return outcome
+def _observe(obs: dict, prompt: str, needs: PolicyNeeds, reader: SimStateReader | None) -> dict:
+    """What the policy is given: images, state and prompt (or only state and prompt for a policy that needs no
+    images), and the sim state for a privileged one."""
+    observation = policy_observation(obs, prompt) if needs.images else {"state": state_vector(obs), "prompt": prompt}
+    if reader is not None:
+        observation["sim_state"] = reader.read()
+    return observation
+
+
+def _action_chunk(get_chunk: Callable[[dict], np.ndarray], observation: dict) -> np.ndarray:
+    """The policy's action chunk for an observation, checked to be [H, 7] with H >= 1."""
+    chunk = np.asarray(get_chunk(observation), dtype=np.float64)
+    if chunk.ndim != 2 or chunk.shape[1] != ACTION_DIM or len(chunk) == 0:
+        raise ValueError(f"policy returned an action chunk of shape {chunk.shape}, expected [H, {ACTION_DIM}]")
+    return chunk
+
+
+def _keep_demo_step(demo: dict, obs: dict, action: np.ndarray) -> None:
+    """One step of a demonstration: both cameras as the policy sees them, the 8-d state, the action executed."""
+    demo["image"].append(flip(obs["agentview_image"]))
+    demo["wrist_image"].append(flip(obs["robot0_eye_in_hand_image"]))
+    demo["state"].append(state_vector(obs))
+    demo["action"].append(action.astype(np.float32))

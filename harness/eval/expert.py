@@ -417,8 +417,16 @@ class Episode:
         return self.move(state, np.array(state["eef_pos"]) + [0.0, 0.0, 0.02], OPEN)
 
     def _pick_place(self, state) -> np.ndarray:
+        """The action of the current phase; a phase that is done moves on to the next within the same step. The
+        phases run grasp (plan, rise, approach, descend, close), then carry (slide, lift, carry, lower, release,
+        retreat)."""
+        action = self._grasp_phases(state)
+        return action if action is not None else self._carry_phases(state)
+
+    def _grasp_phases(self, state) -> np.ndarray | None:
+        """Plan a grasp, rise above it, approach, descend and close the fingers; None once the object is
+        gripped (the phase is then slide, or a later one)."""
         pos = state["eef_pos"]
-        body = state["bodies"][self.obj]
         if self.phase == "plan":
             self._plan_grasp(state)
             self.goto("rise" if pos[2] < self.hover_z - 0.02 else "approach")
@@ -452,6 +460,13 @@ class Episode:
                 return self._retry(state)
             self.slide_to = np.array(pos) + self._out_from_under(state)
             self.goto("slide")
+        return None
+
+    def _carry_phases(self, state) -> np.ndarray:
+        """With the object held: slide it out from under an overhang, lift, carry above the goal, lower, release
+        and retreat; a grasp that lost the object retries."""
+        pos = state["eef_pos"]
+        body = state["bodies"][self.obj]
         if self.phase in ("slide", "lift", "carry", "lower") and not self.holding(state):
             return self._retry(state)  # it stayed behind or fell
         if self.phase == "slide":  # out from under an overhang (the cabinet's top above a drawer) first

@@ -375,6 +375,15 @@ def continue_command(argv: list[str], out: str) -> str:
 
 
 def add_eval_arguments(p) -> None:
+    """The options of `vlabench eval` (in the order --help lists them)."""
+    _add_subject_arguments(p)
+    _add_run_control_arguments(p)
+    _add_runtime_arguments(p)
+    _add_limit_and_scenario_arguments(p)
+
+
+def _add_subject_arguments(p) -> None:
+    """What is evaluated: the suites, tasks and trials, the policy and its checkpoint."""
     p.add_argument("--suite", help="LIBERO suite(s), comma-separated: " + ", ".join(SUITE_MAX_STEPS))
     p.add_argument("--tasks", help="task indices, comma-separated (default: every task of the suite)")
     p.add_argument("--trials", type=int, help=f"episodes per task, from its stored initial states (default {TRIALS})")
@@ -390,6 +399,10 @@ def add_eval_arguments(p) -> None:
         "a Hugging Face Hub id (e.g. lerobot/pi05_libero), or 'random'",
     )
     p.add_argument("--model-size", choices=("full", "tiny"), help="model size for --checkpoint random (default full)")
+
+
+def _add_run_control_arguments(p) -> None:
+    """How the run proceeds: its workers, its result file, resuming and stopping early."""
     p.add_argument("--workers", type=int, help="environment worker processes (default 1)")
     p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
     p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
@@ -402,6 +415,11 @@ def add_eval_arguments(p) -> None:
         help="start no new episode after this many seconds, let the running ones finish, write the result "
         "and print the --resume command that runs the rest (exit 0)",
     )
+
+
+def _add_runtime_arguments(p) -> None:
+    """Where and how it runs: assets, rendering, the policy's device, dtype and tokenizer, seed, videos, batching
+    and the episode timeout."""
     p.add_argument(
         "--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, else LIBERO downloads them)"
     )
@@ -429,6 +447,10 @@ def add_eval_arguments(p) -> None:
         metavar="S",
         help="an episode running longer is recorded as error and its worker replaced (default 1800)",
     )
+
+
+def _add_limit_and_scenario_arguments(p) -> None:
+    """Smoke-run step limits and the scenario whose eval block gives the defaults."""
     p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
     p.add_argument(
         "--scenario",

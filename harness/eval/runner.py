@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stats.rates import rate_summary
+from ..stats.rates import success_rates  # re-exported: the evaluation's counting lives with the statistics
 from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
 
 if TYPE_CHECKING:  # torch, which models.policy imports, is for the evaluations that build a policy
@@ -107,23 +107,6 @@ def _wants_video(videos, suite: str, task: int, trial: int) -> bool:
     if not videos:
         return False
     return videos == "all" or (task, trial) in videos or (suite, task, trial) in videos
-
-
-def success_rates(episodes: list[dict]) -> dict:
-    """Flat mapping: each suite ("libero_spatial") and each task ("libero_spatial/3") to its success-rate
-    entry {successes, trials, rate, wilson_low, wilson_high}; errored episodes count as failed trials."""
-    counts: dict[str, list[int]] = {}
-    for ep in episodes:
-        for key in (ep["suite"], f"{ep['suite']}/{ep['task']}"):
-            c = counts.setdefault(key, [0, 0, 0])
-            c[0] += bool(ep.get("success"))
-            c[1] += 1
-            c[2] += ep.get("status") == "error"
-    out = {}
-    for key in sorted(counts, key=lambda k: (k.split("/")[0], int(k.split("/")[1]) if "/" in k else -1)):
-        successes, trials, errors = counts[key]
-        out[key] = {**rate_summary(successes, trials), "errors": errors}
-    return out
 
 
 # One math thread per env worker: the N workers are the parallelism, and N processes each starting a thread
@@ -292,6 +275,8 @@ class EvalRunner:
                 pass  # it died meanwhile: its sentinel reports it on the next wait
 
     def run(self, episodes: list[EpisodeSpec]) -> list[dict]:
+        """Run the episodes on the workers, batching their policy calls; returns the episode records in the order
+        they finished."""
         if not episodes:
             return []
         ctx = mp.get_context("spawn")  # no fork: the parent holds threads, CUDA and maybe GL state
@@ -306,58 +291,79 @@ class EvalRunner:
                 if handing_out and self._time_is_up(started, pending, total):
                     handing_out = False
                     self._stop_handing_out(pending)
-                for slot in self.slots:
-                    if slot.episode is None and pending and handing_out:
-                        slot.episode, slot.started = pending.pop(0), time.monotonic()
-                        try:
-                            slot.conn.send(("episode", {**slot.episode.message(), "needs": self.needs}))
-                        except (OSError, ValueError):
-                            pass  # reported by its sentinel
-                busy = [s for s in self.slots if s.episode is not None]
-                waiting = [s for s in busy if s.waiting is not None]
-                if waiting and (
-                    len(waiting) == len(busy)
-                    or first_wait is None
-                    or time.monotonic() - first_wait >= self.batch_wait_s
-                ):
+                if handing_out:
+                    self._hand_out(pending)
+                waiting = self._batch_due(first_wait)
+                if waiting:
                     self._flush(waiting)
                     first_wait = None
                     continue
-                timeout = 1.0 if first_wait is None else max(0.0, first_wait + self.batch_wait_s - time.monotonic())
-                objects = {s.conn: s for s in self.slots} | {s.process.sentinel: s for s in self.slots}
-                for obj in wait(list(objects), timeout=timeout):
-                    slot = objects[obj]
-                    if self.slots[slot.index] is not slot:
-                        continue  # replaced earlier in this round
-                    if obj is slot.conn:
-                        try:
-                            kind, payload = slot.conn.recv()
-                        except (EOFError, OSError):
-                            self._replace(slot, ctx, "worker process died", done, total)
-                            continue
-                        if kind == "obs" and slot.episode is not None:
-                            slot.waiting = payload
-                            first_wait = first_wait or time.monotonic()
-                        elif kind == "done" and slot.episode is not None:
-                            self._finish(slot, payload, done, total)
-                    elif not slot.process.is_alive():
-                        self._replace(slot, ctx, "worker process died", done, total)
-                now = time.monotonic()
-                for slot in list(self.slots):
-                    if (
-                        slot.episode is not None
-                        and self.episode_timeout_s
-                        and now - slot.started > self.episode_timeout_s
-                    ):
-                        self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
-                # A setup problem (rendering, assets) fails every episode the same way: stop rather than burn them all.
-                if self.errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
-                    last = done[-1].get("failure_reason")
-                    raise RuntimeError(f"every episode so far failed to run (last: {last}); stopping the eval")
+                first_wait = self._receive(ctx, first_wait, done, total)
+                self._replace_timed_out(ctx, done, total)
+                self._stop_if_setup_fails(done)
         finally:
             for slot in self.slots:
                 slot.stop()
         return done
+
+    def _hand_out(self, pending: list) -> None:
+        """The next pending episode to each idle worker."""
+        for slot in self.slots:
+            if slot.episode is None and pending:
+                slot.episode, slot.started = pending.pop(0), time.monotonic()
+                try:
+                    slot.conn.send(("episode", {**slot.episode.message(), "needs": self.needs}))
+                except (OSError, ValueError):
+                    pass  # reported by its sentinel
+
+    def _batch_due(self, first_wait: float | None) -> list[_Slot]:
+        """The environments waiting on a chunk, when their batch is due: every busy one waits, or the first has
+        waited batch_wait_s; else none."""
+        busy = [s for s in self.slots if s.episode is not None]
+        waiting = [s for s in busy if s.waiting is not None]
+        if waiting and (
+            len(waiting) == len(busy) or first_wait is None or time.monotonic() - first_wait >= self.batch_wait_s
+        ):
+            return waiting
+        return []
+
+    def _receive(self, ctx, first_wait: float | None, done: list, total: int) -> float | None:
+        """Wait (until the batch is due, else at most 1 s) for the workers' messages: an observation waiting on a
+        chunk, a finished episode, or a worker that died. Returns when the first of the current batch began
+        waiting."""
+        timeout = 1.0 if first_wait is None else max(0.0, first_wait + self.batch_wait_s - time.monotonic())
+        objects = {s.conn: s for s in self.slots} | {s.process.sentinel: s for s in self.slots}
+        for obj in wait(list(objects), timeout=timeout):
+            slot = objects[obj]
+            if self.slots[slot.index] is not slot:
+                continue  # replaced earlier in this round
+            if obj is slot.conn:
+                try:
+                    kind, payload = slot.conn.recv()
+                except (EOFError, OSError):
+                    self._replace(slot, ctx, "worker process died", done, total)
+                    continue
+                if kind == "obs" and slot.episode is not None:
+                    slot.waiting = payload
+                    first_wait = first_wait or time.monotonic()
+                elif kind == "done" and slot.episode is not None:
+                    self._finish(slot, payload, done, total)
+            elif not slot.process.is_alive():
+                self._replace(slot, ctx, "worker process died", done, total)
+        return first_wait
+
+    def _replace_timed_out(self, ctx, done: list, total: int) -> None:
+        """Record an episode running past the episode timeout as an error and replace its worker."""
+        now = time.monotonic()
+        for slot in list(self.slots):
+            if slot.episode is not None and self.episode_timeout_s and now - slot.started > self.episode_timeout_s:
+                self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
+
+    def _stop_if_setup_fails(self, done: list) -> None:
+        """A setup problem (rendering, assets) fails every episode the same way: stop rather than burn them all."""
+        if self.errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
+            last = done[-1].get("failure_reason")
+            raise RuntimeError(f"every episode so far failed to run (last: {last}); stopping the eval")
 
 
 def throughput(records: list[dict], wall_s: float, runner: EvalRunner, latencies: Sequence[tuple[int, float]]) -> dict:

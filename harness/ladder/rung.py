@@ -27,9 +27,9 @@ from ..machine.hardware import Device, get_device
 from ..machine.probe import MachineProbe
 from ..spec import RungSpec
 from ..stats.timing import mfu, summarize_steps
-from ..train.sabotage import apply_sabotage, configured_sabotage
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
 from .grad_buckets import BucketedDataParallel
+from .sabotage import apply_sabotage, configured_sabotage
 
 GIB = 1024**3
 # TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
@@ -144,7 +144,7 @@ def build(spec: RungSpec, steps: int) -> RungSetup:
     dtype = TORCH_DTYPES[workload.dtype]
     options = family.parse_options(spec.options)
     built = family.build(workload.model_size, options, workload, device.torch_device, dtype, workload.seed)
-    apply_sabotage(family, built.model)  # TEST-ONLY, before the optimizer exists (harness/train/sabotage.py)
+    apply_sabotage(family, built.model)  # TEST-ONLY, before the optimizer exists (harness/ladder/sabotage.py)
     model = built.model
     flags = family.ddp_flags(options)
     if flags is None and ctx.distributed:

@@ -1,4 +1,5 @@
-"""Small statistics shared by evaluation results and gates (standard library only)."""
+"""Small statistics shared by evaluation results and gates (standard library only): the Wilson interval, the
+success-rate entries counted from episode records, Fisher's exact test and the trials a drop needs."""
 
 from __future__ import annotations
 
@@ -40,6 +41,23 @@ def rate_summary(successes: int, trials: int, confidence: float = 0.95) -> dict:
         "wilson_low": low,
         "wilson_high": high,
     }
+
+
+def success_rates(episodes: list[dict]) -> dict:
+    """Flat mapping: each suite ("libero_spatial") and each task ("libero_spatial/3") to its success-rate
+    entry {successes, trials, rate, wilson_low, wilson_high}; errored episodes count as failed trials."""
+    counts: dict[str, list[int]] = {}
+    for ep in episodes:
+        for key in (ep["suite"], f"{ep['suite']}/{ep['task']}"):
+            c = counts.setdefault(key, [0, 0, 0])
+            c[0] += bool(ep.get("success"))
+            c[1] += 1
+            c[2] += ep.get("status") == "error"
+    out = {}
+    for key in sorted(counts, key=lambda k: (k.split("/")[0], int(k.split("/")[1]) if "/" in k else -1)):
+        successes, trials, errors = counts[key]
+        out[key] = {**rate_summary(successes, trials), "errors": errors}
+    return out
 
 
 def _log_comb(n: int, k: int) -> float:

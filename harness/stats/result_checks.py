@@ -2,7 +2,7 @@
 
 A rung's samples/s and its 10th/90th percentiles come from its step times (harness/stats/timing.py), a rung with
 repeats states the median over its repeats, speedups are ratios of stated samples/s (harness/ladder/runner.py,
-add_comparisons), and an evaluation's success counts are those of its stored episodes (harness/eval/runner.py).
+add_comparisons), and an evaluation's success counts are those of its stored episodes (harness/stats/rates.py)
 A figure more than 1% off what the data says is refused in one line naming the key, the figure the data gives
 and the figure found. Runs on a file the schema (harness/results.py) has already accepted.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from .rates import success_rates
 from .timing import summarize_steps
 
 TOLERANCE = 0.01  # relative: the stored figures are exact, this only absorbs rounding by other writers
@@ -120,8 +121,6 @@ def _check_success_rates(data: dict) -> None:
     """Each stored success-rate entry (a suite, or suite/task) against the stored episodes, when there are."""
     if data.get("episodes") is None or not data.get("success_rate"):
         return
-    from ..eval.runner import success_rates  # numpy: only for evaluations
-
     counted = success_rates(data["episodes"])
     for name, entry in data["success_rate"].items():
         key = f"success_rate.{name}"

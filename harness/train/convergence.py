@@ -9,7 +9,7 @@ time per step: harness/data/pipeline.py) and compares the mean loss over the las
 Tolerance: a rung passes when its smoothed final loss is within `tolerance` (relative, either way) of the
 reference's; 10% by default. Measured on the tiny CPU model after 200 steps (batch 4, lr 1e-3, the last 20
 steps): another rung of the same math +0.0%, the same rung in bf16 against fp32 +0.2%, the test sabotage
-(harness/train/sabotage.py) +39.6%. The default sits between, with room for FP8 and longer runs, whose spread
+(harness/ladder/sabotage.py) +39.6%. The default sits between, with room for FP8 and longer runs, whose spread
 between correct rungs the H200 runs must measure before the default is trusted there. Lower is not better here:
 a scaled-down target also lowers the loss, so both sides fail. The per-step differences are paired (the same
 batch), so the check also reports their standard error.

@@ -10,21 +10,17 @@ from pathlib import Path
 import torch
 
 from models import ModelFamily, get_family
-from models.family import TORCH_DTYPES, Built, Step
+from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, unimplemented
 
 from ..data.pipeline import DatasetFeed, feed_kind, reading
 from ..errors import InputError
 from ..ladder.rung import dataset_feed, wrap_ddp
 from ..ladder.runner import unsupported_reason, with_substitutes
+from ..ladder.sabotage import apply_sabotage
 from ..machine.hardware import Device, Target, capabilities, get_device
 from ..scenario import Scenario
 from ..spec import RungSpec, scenario_spec
 from .recipe import Ema, Recipe, optimizer_mismatch
-from .sabotage import apply_sabotage
-
-# What `vlabench train` asks of a family beyond the ModelFamily protocol (models/family.py); the Pi0.5 family
-# has them (models/pi05/__init__.py). To be declared in the protocol, with defaults, by its owner.
-TRAINING_METHODS = ("export_weights", "import_weights", "read_weights", "save_policy", "training_tokenizer")
 
 
 @dataclass
@@ -87,8 +83,7 @@ def train_spec(plan: TrainPlan) -> tuple[RungSpec, dict]:
     if reason:
         raise InputError("--rung", None, f"a rung that trains on {target.name}", f"{plan.rung}: {reason}")
     family = get_family(scenario.model)
-    missing = [m for m in TRAINING_METHODS if getattr(family, m, None) is None]
-    if missing:
+    if unimplemented(family, TRAINING_METHODS):  # the protocol's defaults raise; refuse before building anything
         raise InputError(
             scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", f"{family.name}"
         )

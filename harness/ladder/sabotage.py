@@ -9,7 +9,8 @@ longer learn how noisy its input is, nor open the expert's residual gates, so it
 clean run's: the convergence check (harness/train/convergence.py) catches it. It stands for a class of real bug:
 parameters silently left out of training (a wrong freeze before DDP, a branch a compiled graph detaches).
 
-Read by the ladder's rung processes (harness/ladder/rung.py) and by `vlabench train`; both record it. Never set it for a
+Read by the ladder's rung processes (harness/ladder/rung.py) and by `vlabench train` (harness/train/setup.py); both
+record it. It lives in ladder/, the lower of the two packages, so train/ imports ladder/ and never the reverse. Never set it for a
 measurement.
 """
 
