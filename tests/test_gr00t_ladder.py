@@ -48,4 +48,6 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
     assert "CUDA" in rungs["cuda-graphs"]["reason"]
     # the same batches through both loaders: the async rung's losses are the community rung's
     assert rungs["async-input"]["losses"] == rungs["community"]["losses"]
-    assert rungs["async-input"]["data_wait_share"] < 1 and rungs["community"]["loader"]["workers"] == 2
+    assert rungs["async-input"]["data_wait_share"] < 1 and rungs["community"]["loader"]["workers"] == 4
+    # Isaac-GR00T's training augmentation in the workers, from the community rung on
+    assert all(rungs[r]["loader"]["augment"]["name"] == "isaac-gr00t" for r in ("community", "async-input"))

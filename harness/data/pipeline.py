@@ -9,8 +9,10 @@ async (LoongForge's 3-level pipeline): the same worker prefetch (level 1), a dae
   to the device on a side stream (level 3), so the step finds its batch on the device.
 
 Both draw the same batches: the sample order is a seeded permutation (a new one per epoch) and the random
-draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. The
-time a step waited for its batch is measured on the host around fetching it.
+draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. A
+per-sample transform in the workers (`augment:`, the family's training augmentation) draws from a generator
+seeded by the sample's position in the stream, so a batch is the same whatever the worker count. The time a
+step waited for its batch is measured on the host around fetching it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from .lerobot_format import LIBERO_CAMERAS
 
 # synthetic: batches made up front on the device from the seed (no data path); torch, async: see above
 LoaderKind = Literal["synthetic", "torch", "async"]
+# the training augmentation the workers apply per sample: none, or a reference's (a family's processor names the
+# ones it has: models/gr00t/augment.py)
+Augment = Literal["none", "isaac-gr00t"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,7 @@ class LoaderOptions:
     pin_memory: bool = False
     prefetch_factor: Annotated[int, AT_LEAST_ONE] = 2  # batches each worker keeps ready (DataLoader's default)
     buffers: Annotated[int, AT_LEAST_ONE] = 2  # async: batches prepared ahead on the device (double buffering)
+    augment: Augment = "none"  # per-sample training augmentation in the workers
 
 
 class EpochPermutations(Sampler):
@@ -107,6 +113,43 @@ class EpochPermutations(Sampler):
 def batch_generator(seed: int, index: int) -> torch.Generator:
     """The generator of batch `index`'s random draws, whichever loader and worker made the batch."""
     return torch.Generator().manual_seed(seed * 1_000_003 + index)
+
+
+SAMPLE_STREAM = 0x5A3D_0000_0000  # keeps the per-sample seeds away from the per-batch ones
+
+
+def sample_generator(seed: int, position: int) -> torch.Generator:
+    """The generator of the per-sample transform of the sample at `position` in the stream (batch index x
+    batch size + its slot in the batch), in whichever worker reads it."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + position) ^ SAMPLE_STREAM)
+
+
+class Numbered(Sampler):
+    """A sampler's indices with their positions in the stream, from `first` on: (position, index) pairs."""
+
+    def __init__(self, sampler: Sampler, first: int = 0):
+        self.sampler, self.first = sampler, first
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return enumerate(self.sampler, start=self.first)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+class PerSample:
+    """A dataset read by (position, index) whose samples go through `transform(sample, generator)` in the worker
+    that reads them, the generator seeded by the position (sample_generator)."""
+
+    def __init__(self, dataset, transform: Callable[[dict, torch.Generator], dict], seed: int):
+        self.dataset, self.transform, self.seed = dataset, transform, seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        position, index = key
+        return self.transform(self.dataset[index], sample_generator(self.seed, position))
 
 
 def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
@@ -139,15 +182,21 @@ class BatchSource:
         seed: int,
         shuffle: bool = True,
         start: int = 0,
+        transform: Callable[[dict, torch.Generator], dict] | None = None,
     ):
         """`start`: the index of the first batch (a resumed training run): the batches before it are skipped
-        without being read, and every later batch is the one an uninterrupted run would have drawn."""
+        without being read, and every later batch is the one an uninterrupted run would have drawn.
+        `transform(sample, generator)`: a per-sample step in the workers (the training augmentation), its
+        generator seeded by the sample's position in the stream."""
         self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
         workers = options.workers
+        sampler = EpochPermutations(len(dataset), seed, shuffle, skip=start * batch_size)
+        if transform is not None:
+            dataset, sampler = PerSample(dataset, transform, seed), Numbered(sampler, start * batch_size)
         self.loader = DataLoader(
             dataset,
             batch_size=batch_size,
-            sampler=EpochPermutations(len(dataset), seed, shuffle, skip=start * batch_size),
+            sampler=sampler,
             num_workers=workers,
             collate_fn=collate,
             drop_last=True,
@@ -246,10 +295,13 @@ __all__ = [
     "EpochPermutations",
     "Fetched",
     "LoaderOptions",
+    "Numbered",
+    "PerSample",
     "SyntheticFeed",
     "batch_generator",
     "feed_kind",
     "reading",
+    "sample_generator",
 ]
 
 
@@ -306,6 +358,14 @@ class DatasetFeed:
             raise DatasetError(stats_file, None, "statistics the model's preprocessing can use", str(e)) from None
         rank, world = shard
         self.dtype = dtype
+        self.augment = None  # the worker-side training augmentation (`augment:`), when the family has it
+        if options.augment != "none":
+            make = getattr(self.processor, "sample_transform", None)
+            self.augment = make(options.augment, cameras) if make is not None else None
+            if self.augment is None:
+                raise DatasetError(
+                    "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment
+                )
         self.source = BatchSource(
             self.dataset,
             workload.batch_size,
@@ -316,6 +376,7 @@ class DatasetFeed:
             seed + 7919 * rank,
             spec.shuffle,
             start,
+            self.augment,
         )
         self.spec, self.options, self.world = spec, options, world
 
@@ -337,6 +398,7 @@ class DatasetFeed:
                 "pin_memory": self.options.pin_memory,
                 "prefetch_factor": self.options.prefetch_factor,
                 **({"buffers": self.options.buffers} if self.options.kind == "async" else {}),
+                **({"augment": self.augment.describe()} if self.augment is not None else {}),
             },
             "processor": self.processor.describe(),
             **({"prepare_ms": 1000 * statistics.median(self.source.prepare_s)} if self.source.prepare_s else {}),

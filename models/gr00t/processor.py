@@ -25,7 +25,9 @@ in LoongForge's workload (two 224x224 views, 64 image tokens each, 50-step chunk
   batch, drawn from the caller's generator in the order models/gr00t/batch.py draws them.
 
 Split where the training path does the work: `collate` in the loader's workers (uint8 frames, raw state and
-actions), `prepare` on the host (tokenisation, normalisation, the random draws), `finish` on the device
+actions; with the loader option `augment: isaac-gr00t` each sample's views first go through Isaac-GR00T's
+training crop, resize and colour jitter there: augment.py, `sample_transform`), `prepare` on the host
+(tokenisation, normalisation, the random draws), `finish` on the device
 (images resized and normalised, dtypes).
 """
 
@@ -231,6 +233,16 @@ class Gr00tProcessor(ProcessorSteps):
         out = dict(batch)
         out["images"] = self.images(out.pop("frames"))
         return {k: v.to(dtype) if v.is_floating_point() and k != "beta_sample" else v for k, v in out.items()}
+
+    @staticmethod
+    def sample_transform(name: str, cameras: tuple[str, ...]):
+        """The training augmentation `name` (loader option `augment`) as the per-sample step the DataLoader
+        workers run before `collate` (augment.py: Isaac-GR00T's crop, resize and colour jitter); None for a name
+        this family does not have. Training only: evaluation (`observation_batch`) never runs it."""
+        from .augment import AUGMENTATIONS, SampleAugment
+
+        augment = AUGMENTATIONS.get(name)
+        return None if augment is None else SampleAugment(tuple(cameras), augment)
 
     # -- evaluation
     def observation_batch(self, observations: list[dict], cameras=("image", "wrist_image")) -> dict:
