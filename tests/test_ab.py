@@ -450,7 +450,7 @@ def bisect_repo(tmp_path) -> tuple[Path, str, str, str]:
     (repo / "README.md").write_text("# a copy of vlabench\n")
     git(repo, "init", "-q")
     good = commit_all(repo, "good")
-    rung_py = repo / "harness" / "rung.py"
+    rung_py = repo / "harness" / "ladder" / "rung.py"
     code = rung_py.read_text()
     slower = code.replace("os.environ.get(TEST_SLOWDOWN_ENV) or 0)", "os.environ.get(TEST_SLOWDOWN_ENV) or 1.0)")
     assert slower != code
