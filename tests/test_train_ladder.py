@@ -105,8 +105,8 @@ def test_the_gate_fails_a_rung_that_learns_less(tmp_path, capsys):
 
 
 def test_the_judgement_against_the_reference(tmp_path):
+    from harness.judge.train_ladder import judge
     from harness.train.ladder import TrainBlock
-    from harness.train.ladder_judge import judge
 
     ref = _rung("community", 12, 20, [1.0] * 90 + [0.10] * 10)
     fast = copy.deepcopy(_rung("fp8", 11, 20, [1.0] * 90 + [0.104] * 10))

@@ -115,12 +115,13 @@ def plan_from_args(args) -> LadderPlan:
 
 
 def cmd_train_ladder(args) -> int:
+    from ..judge.train_ladder import judge
     from .ladder_report import train_ladder_table
     from .ladder_run import run_train_ladder
 
     plan = plan_from_args(args)
     try:
-        result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])])
+        result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])], judge)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {plan.out / RESULT_FILE} holds the rungs done; --resume continues",
               file=sys.stderr)  # fmt: skip

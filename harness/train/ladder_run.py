@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 from ..errors import InputError
 from ..results import ResultWriter, load_result, provenance
 from .ladder import RESULT_FILE, LadderPlan, error_text, result_path, rung_dir
-from .ladder_judge import judge
+
+# (rung records by name, the reference rung's name, the train block) -> judgements per rung
+Judge = Callable[[dict[str, dict], str, object], dict]
 
 
 def _say(line: str) -> None:
@@ -146,7 +149,7 @@ def _earlier(plan: LadderPlan) -> dict[str, dict]:
     return {r["name"]: r for r in old["train_ladder"]["rungs"]}
 
 
-def _ladder_block(plan: LadderPlan, records: dict[str, dict]) -> dict:
+def _ladder_block(plan: LadderPlan, records: dict[str, dict], judge: Judge) -> dict:
     return {
         "reference": plan.reference,
         "steps": plan.steps,
@@ -156,17 +159,18 @@ def _ladder_block(plan: LadderPlan, records: dict[str, dict]) -> dict:
         "convergence_tolerance": plan.block.convergence_tolerance,
         "success_tolerance": plan.block.success_tolerance,
         "rungs": list(records.values()),
-        "versus_reference": judge(records, plan.reference, plan.block),
+        "versus_reference": judge(records, plan.reference, plan.block),  # judged by the caller's rules
     }
 
 
-def run_train_ladder(plan: LadderPlan, command: list[str]) -> dict:
-    """Train and evaluate every rung of the plan in turn; returns the result (also in OUT/train-ladder.json)."""
+def run_train_ladder(plan: LadderPlan, command: list[str], judge: Judge) -> dict:
+    """Train and evaluate every rung of the plan in turn; returns the result (also in OUT/train-ladder.json).
+    `judge(records, reference, block)` sets the rungs against the reference (harness/judge/train_ladder.py)."""
     records = _earlier(plan)
     header = _header(plan, command)
     if records:
         header["provenance_earlier"] = [load_result(result_path(plan))["provenance"]]
-    writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, records)})
+    writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, records, judge)})
     start = time.perf_counter()
     for i, rung in enumerate(plan.rungs, 1):
         if records.get(rung, {}).get("status") == "ok":
@@ -174,7 +178,7 @@ def run_train_ladder(plan: LadderPlan, command: list[str]) -> dict:
             continue
         _say(f"\n[{i}/{len(plan.rungs)}] {rung} ({(time.perf_counter() - start) / 60:.1f} min so far)")
         records[rung] = run_rung(plan, rung, command)
-        writer.update({"train_ladder": _ladder_block(plan, records)})
+        writer.update({"train_ladder": _ladder_block(plan, records, judge)})
     return writer.data
 
 

@@ -3,7 +3,7 @@ speed (training samples/s), convergence (harness/train/convergence.py) and succe
 
 from __future__ import annotations
 
-from .convergence import check_convergence
+from ..train.convergence import check_convergence
 
 
 def _ok(record: dict | None) -> bool:
@@ -25,7 +25,7 @@ def convergence(record: dict, reference: dict, tolerance: float) -> dict | None:
 
 def success_checks(record: dict, reference: dict, tolerance: float, confidence: float = 0.95) -> list[dict]:
     """The success gate of each suite the reference was evaluated on: the rung's successes against it."""
-    from ..judge.gates import Limits, success_check
+    from .gates import Limits, success_check
 
     limits = Limits(success_tolerance=tolerance, confidence=confidence)
     rates, base = record.get("success_rate") or {}, reference.get("success_rate") or {}
