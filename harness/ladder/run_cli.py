@@ -76,7 +76,7 @@ def cmd_run(args) -> int:
 
     positive_seconds("--rung-timeout", args.rung_timeout)
     scenario = load_scenario(args.scenario)
-    if scenario.eval is not None:  # its ladder is a placeholder: `run` would train the full model for nothing
+    if scenario.eval is not None and scenario.train is None:  # an evaluation scenario's ladder is a placeholder
         raise InputError(
             scenario.path,
             "eval",

@@ -84,7 +84,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
             if floor_note(r, result, knobs):
                 n.append(floor_note(r, result, knobs))
             if r.get("data_wait_ms") is not None:
-                kind = (r.get("loader") or {}).get("kind", "torch")
+                kind = (r.get("loader") or {}).get("kind") or "torch"  # unset: the dataset default
                 prepare = r.get("prepare_ms")
                 n.append(
                     f"{kind} loader: waited {r['data_wait_ms']:.0f} ms for data ({r['data_wait_share']:.1%} of "
