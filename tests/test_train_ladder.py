@@ -180,3 +180,14 @@ def test_compare_sets_trained_rungs_side_by_side_per_target(tmp_path, capsys):
     assert "community  100/s; success 60% of 20" in out
     assert "fp8        250/s (2.50x); success 55% of 20  250/s; success 55% of 20" in out
     assert (tmp_path / "cmp" / "comparison.md").exists()
+
+
+@pytest.mark.slow
+def test_vlabench_run_times_the_scenarios_ladder(tmp_path, monkeypatch):
+    """A scenario with a train: block (and an eval: block) is a training scenario: `vlabench run` times its
+    ladder like any other (an evaluation-only scenario is refused)."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run.json"
+    assert main(["run", str(SCENARIO), "--target", "cpu", "--rungs", "community", "--out", str(out)]) == 0
+    rung = json.loads(out.read_text())["rungs"][0]
+    assert rung["name"] == "community" and rung["status"] == "ok" and rung["loss_parity"]["pass"]
