@@ -52,8 +52,11 @@ def hanging_site(tmp_path, when: str = "True") -> Path:
         textwrap.dedent(f"""
         import os, time
         if {when}:
-            with open(os.path.join({str(tmp_path)!r}, f"pid-{{os.getpid()}}"), "w") as f:
+            # written under another name and renamed: a reader never sees an empty pid file
+            part = os.path.join({str(tmp_path)!r}, f"part-{{os.getpid()}}")
+            with open(part, "w") as f:
                 f.write(str(os.getpid()))
+            os.replace(part, os.path.join({str(tmp_path)!r}, f"pid-{{os.getpid()}}"))
             time.sleep(600)
     """)
     )
