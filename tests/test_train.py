@@ -3,10 +3,10 @@
 path train -> eval -> gate. One-line refusals of bad input are quick and not marked slow."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from sim_ready import sim_unready
 
 from harness.cli import main
 
@@ -135,19 +135,8 @@ def test_convergence_check_catches_a_sabotage_that_the_ladders_loss_parity_passe
     assert main([*args, str(tmp_path / "sabotaged" / "train.json")]) == 1
 
 
-def _sim_ready() -> str | None:
-    from harness.eval import sim
-
-    missing = sim.missing_packages()
-    if missing:
-        return f"needs the sim extra (missing: {', '.join(missing)})"
-    if not os.environ.get(sim.ASSETS_ENV):
-        return f"needs LIBERO assets ({sim.ASSETS_ENV})"
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_sim_ready() is not None, reason=str(_sim_ready()))
+@pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
 def test_train_then_evaluate_the_checkpoint_in_libero_then_gate_it(tmp_path, capsys):
     """The whole CPU path with the LoongForge scenario's tiny smoke workload: a synthetic dataset (a LIBERO
     demonstration takes minutes per episode on this machine's CPU), a few training steps, the checkpoint in
