@@ -231,7 +231,7 @@ def gate_train_ladders(
 ) -> GateReport:
     """Two train-ladder results (`vlabench train-ladder`), rung by rung: the success gate per suite and the
     convergence check (the rung's smoothed final loss within the ladder's tolerance of the recorded run's)."""
-    from ..train.convergence import check_convergence
+    from ..train.convergence import DEFAULT_TOLERANCE, check_convergence
 
     for name, result in ((current_name, current), (baseline_name, baseline)):
         if result.get("kind") != "train-ladder":
@@ -241,7 +241,7 @@ def gate_train_ladders(
     names = [n for n in base if rungs is None or n in rungs]
     if not any(base[n]["status"] == "ok" for n in names):
         raise InputError(baseline_name, "train_ladder.rungs", "an ok rung to gate against", "none")
-    tolerance = (baseline.get("train_ladder") or {}).get("convergence_tolerance", 0.10)
+    tolerance = (baseline.get("train_ladder") or {}).get("convergence_tolerance", DEFAULT_TOLERANCE)
     report = GateReport(current_name, baseline_name, limits, warnings=_provenance_warnings(current, baseline))
     for name in names:
         b, c = base[name], cur.get(name)

@@ -3,7 +3,10 @@ its success, and the verdicts against the reference rung."""
 
 from __future__ import annotations
 
+from .ladder import TrainBlock
 from .report import _duration
+
+_DEFAULTS = TrainBlock(steps=1)  # the tolerances a result without them was judged with
 
 
 def _rate(entry: dict | None) -> str:
@@ -72,9 +75,10 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     headers = ["rung", "steps", "train wall", "samples/s", "speedup", "final loss", "convergence", "success [95%]",
                "success gate"]  # fmt: skip
     rows = [_row(r, ladder) for r in ladder["rungs"]]
+    conv = ladder.get("convergence_tolerance", _DEFAULTS.convergence_tolerance)
+    drop = ladder.get("success_tolerance", _DEFAULTS.success_tolerance)
     tol = (
-        f"convergence: smoothed final loss within {ladder.get('convergence_tolerance', 0.1):.0%} of the reference's; "
-        f"success gate: FAIL when more than {ladder.get('success_tolerance', 0.05) * 100:g} points below the "
-        "reference's and significant (Fisher, 95%)"
+        f"convergence: smoothed final loss within {conv:.0%} of the reference's; success gate: FAIL when more "
+        f"than {drop * 100:g} points below the reference's and significant (Fisher, 95%)"
     )
     return "\n".join([title, tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True), tol])
