@@ -1,4 +1,5 @@
-"""Command-line values that several commands read the same way: a fraction (`5%`), the target to run on."""
+"""Command-line values that several commands read the same way: a fraction (`5%`), the target to run on, the
+rungs to run."""
 
 from __future__ import annotations
 
@@ -51,3 +52,17 @@ def resolve_target(scenario, name: str | None):
             "running the scenario's workload unchanged"
         )
     return target, None
+
+
+def chosen_rungs(scenario, text: str | None) -> list[str] | None:
+    """`--rungs a,b`: the named rungs of the scenario in the order given, None when the flag is not given; one
+    line naming the unknown ones."""
+    if not text:
+        return None
+    names = scenario.rung_names()
+    rungs = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in rungs if r not in names]
+    if unknown or not rungs:
+        got = ", ".join(unknown) or "none"
+        raise InputError("--rungs", None, f"rung names of {scenario.name} ({', '.join(names)})", got)
+    return rungs

@@ -4,26 +4,15 @@ convergence) on result files."""
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import pytest
+from sim_ready import sim_unready
 
 from harness.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "pi05-libero-train.yaml"
-
-
-def _sim_ready() -> str | None:
-    from harness.eval import sim
-
-    missing = sim.missing_packages()
-    if missing:
-        return f"needs the sim extra (missing: {', '.join(missing)})"
-    if not os.environ.get(sim.ASSETS_ENV):
-        return f"needs LIBERO assets ({sim.ASSETS_ENV})"
-    return None
 
 
 def _smoke(out: Path, *extra: str) -> list[str]:
@@ -35,7 +24,7 @@ def _smoke(out: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_sim_ready() is not None, reason=str(_sim_ready()))
+@pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
 def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatch, capsys):
     """A checkpoint that loads, an eval result, the judgement against the reference and a gate verdict; an
     unsupported rung is recorded and the ladder goes on; --resume keeps what is done."""
@@ -133,7 +122,7 @@ def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
         ("  demonstrations_from_trial: 5\n", [], "train.demonstrations_from_trial: expected evaluation trials (10)"),
         ("  demonstrations_from_trial: 20\n", ["--trials", "25"], "evaluation trials (25)"),
         ("  demonstrations_from_trial: 20\n  bogus: 1\n", [], "train.bogus: expected a known key"),
-        ("  demonstrations_from_trial: 20\n", ["--rungs", "nope"], "--rungs: expected rungs of the ladder"),
+        ("  demonstrations_from_trial: 20\n", ["--rungs", "nope"], "--rungs: expected rung names of pi05-libero-train"),
         ("  demonstrations_from_trial: 20\n", [], "train.loader.kind: expected"),
     ],
 )

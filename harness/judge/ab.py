@@ -441,6 +441,7 @@ def _env(option: str, items: list[str] | None) -> dict[str, str]:
 
 
 def config_from_args(args) -> Config:
+    from ..arguments import chosen_rungs
     from ..arguments import fraction as _fraction
     from ..arguments import resolve_target as _resolve_target
     from ..scenario import load_scenario
@@ -449,12 +450,7 @@ def config_from_args(args) -> Config:
     target, error = _resolve_target(scenario, args.target)
     if error:
         raise RuntimeError(error)
-    names = scenario.rung_names()
-    rungs = [r.strip() for r in args.rungs.split(",") if r.strip()] if args.rungs else names
-    unknown = [r for r in rungs if r not in names]
-    if unknown or not rungs:
-        got = ", ".join(unknown) or "none"
-        raise InputError("--rungs", None, f"rung names of {scenario.name} ({', '.join(names)})", got)
+    rungs = chosen_rungs(scenario, args.rungs) or scenario.rung_names()
     if args.pairs < 2:
         raise InputError("--pairs", None, "at least 2 pairs (one pair gives no interval)", str(args.pairs))
     tolerance, confidence = _fraction("--tolerance", args.tolerance), _fraction("--confidence", args.confidence)

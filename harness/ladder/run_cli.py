@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..arguments import resolve_target
+from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
 from ..machine.hardware import TARGETS
 from ..outputs import check_out_file, positive_seconds
@@ -86,15 +86,7 @@ def cmd_run(args) -> int:
     target, error = resolve_target(scenario, args.target)
     if error:
         return fail(error)
-    rungs = None
-    if args.rungs:
-        rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
-        unknown = [r for r in rungs if r not in scenario.rung_names()]
-        if unknown:
-            return fail(
-                f"--rungs: expected rung names of {scenario.name} ({', '.join(scenario.rung_names())}), "
-                f"got {', '.join(unknown)}"
-            )
+    rungs = chosen_rungs(scenario, args.rungs)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
     out = args.out or default_out(scenario.name, target.name)

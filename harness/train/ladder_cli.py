@@ -67,13 +67,9 @@ def _dataset(scenario, target) -> str:
 
 
 def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
-    if not text:
-        return tuple(block.rungs or scenario.rung_names())
-    rungs = tuple(r.strip() for r in text.split(",") if r.strip())
-    unknown = [r for r in rungs if r not in scenario.rung_names()]
-    if unknown or not rungs:
-        raise InputError("--rungs", None, "rungs of the ladder (" + ", ".join(scenario.rung_names()) + ")", text)
-    return rungs
+    from ..arguments import chosen_rungs
+
+    return tuple(chosen_rungs(scenario, text) or block.rungs or scenario.rung_names())
 
 
 def plan_from_args(args) -> LadderPlan:
