@@ -8,7 +8,7 @@ do between a robot observation (camera images, an 8-d state, an instruction) and
   same resize (`presented`), so that the model trains on the pixels the evaluation shows it (a 224 model keeps
   LeRobot's training path, the ladder's baseline, which resizes 256 -> 224 without antialiasing). Without it a model whose
   image size is not 224 (small: 112) saw 256 -> 112 in training (bilinear without antialiasing, which skips
-  pixels) but 256 -> 224 -> 112 in evaluation: a mean difference of half that between consecutive frames.
+  pixels) but 256 -> 224 -> 112 in evaluation (tests/test_train_openloop.py).
 - State: normalised (quantile by default, from the dataset statistics), padded with zeros to `state_pad`
   values and discretised into 256 bins inside the prompt "Task: <instruction>, State: <bins>;\\nAction: "
   (LeRobot and openpi with discrete state), or left out of the prompt (openpi's pi05_libero: the cleaned
