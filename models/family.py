@@ -98,10 +98,15 @@ Step = Callable[[dict], torch.Tensor]
 
 class DataProcessor(Protocol):
     """A family's input processing for training on a dataset, split where the reference training path does
-    the work: `collate` in the loader's worker processes (picklable), `prepare` on the host in the training
-    process (its random draws from `generator`), `finish` on the device inside the step."""
+    the work: `collate` in the loader's worker processes (picklable; models.processing.ProcessorSteps makes it
+    from `raw_frames` and `collate_fields`), `prepare` on the host in the training process (its random draws
+    from `generator`), `finish` on the device inside the step."""
 
     def collate(self, samples: list[dict], cameras: tuple[str, ...]) -> dict: ...
+
+    def raw_frames(self, pixels: torch.Tensor) -> torch.Tensor: ...
+
+    def collate_fields(self, samples: list[dict]) -> dict: ...
 
     def prepare(self, raw: dict, generator: torch.Generator) -> dict: ...
 

@@ -8,8 +8,17 @@ import torch
 
 
 class ProcessorSteps:
-    """Mixed into a family's processor, which has `collate`, `prepare`, `finish` and an `action_norm`
-    (models.normalize.Normalizer)."""
+    """Mixed into a family's processor, which has `raw_frames`, `collate_fields`, `prepare`, `finish` and an
+    `action_norm` (models.normalize.Normalizer)."""
+
+    @classmethod
+    def collate(cls, samples: list[dict], cameras: tuple[str, ...]) -> dict:
+        """In the loader's worker processes: samples with LeRobot's keys (camera keys uint8 HxWx3,
+        `observation.state`, `action` [H, d], `task`) as the family's raw batch: the camera frames stacked to
+        uint8 [B, V, H, W, 3] and made `frames` by `raw_frames`, the other fields by `collate_fields`. The memory
+        loader (harness/data/memory.py) builds the same batch from frames it holds and the other fields."""
+        pixels = torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
+        return {"frames": cls.raw_frames(pixels), **cls.collate_fields(samples)}
 
     def training_batch(
         self,

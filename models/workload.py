@@ -30,6 +30,9 @@ class Workload:
     dtype: Dtype = "bf16"
     lr: Annotated[float, POSITIVE] = 2.5e-5
     model_size: str = "full"  # one of the family's sizes (the harness checks it against the family)
+    # the robot's state is a model input (Pi0.5: discretised into the prompt). openpi's pi05_libero trains
+    # without it (discrete_state_input False); a family that always reads the state refuses false
+    robot_state: bool = True
     # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
     # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
     compile_backend: CompileBackend = "inductor"

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The H200 session of the train -> evaluate -> gate scenario (scenarios/pi05-libero-train.yaml, docs/training.md):
 #   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19);
-#   2. the train-ladder: community, compile-per-layer and fp8, each trained identically, evaluated and judged
-#      against community (runs/tl/train-ladder.json);
-#   3. the test sabotage on compile-per-layer, trained and evaluated the same way (runs/tl-sabotage), gated
-#      against the clean ladder: the success gate and the convergence check must FAIL it;
-#   4. the longer run of the fastest bf16 rung (GOAL_STEPS steps, 20 trials per task: runs/tl-goal).
-# Usage (as a detached job, so it outlives one device call): scripts/h200-train-ladder.sh LOGDIR
+#   2. a probe: 150 steps of compile-per-layer on the memory loader, from which the steps that fit 8 minutes of
+#      training (frames decoded, compile and steps) are set: STEPS overrides;
+#   3. the goal: compile-per-layer (the fastest bf16 rung) trained that many steps and evaluated, 20 trials per
+#      task (runs/tl/train-ladder.json);
+#   4. fp8, then community, trained identically and added to the same train-ladder (--resume);
+#   5. the test sabotage on compile-per-layer (runs/tl-sabotage), gated against the clean ladder.
+# Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
+# Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
+# scripts/h200-train-collect.sh packs what it wrote into $OUT.
 # What the first session (2026-12-01) taught, for whoever runs it next:
 #   - the wheels and the assets exceed one call's 64 MiB: carry .whl and .gl in a first short call that installs
 #     them into /tmp/site (scripts/device-setup.sh), then .whl2 (robosuite, libero, the assets) in the call that
 #     starts this job; a later call that does not carry .whl2 removes it there, hence the copy below;
-#   - start it with `setsid nohup ... &` and collect with short calls issued at once (the machine goes back 30 s
-#     after a call); never `pkill -f` a pattern that the call's own command line contains (it kills the call):
-#     write `pkill -f "[p]ython3 -m harness"`;
-#   - `vlabench run scenarios/pi05-libero-train.yaml --target h200` first (the speed ladder, a few minutes)
-#     gives each rung's samples/s on this data path, from which the steps that fit are chosen.
+#   - start it with `setsid nohup ... &` and collect with calls issued at once (the machine goes back 30 s after
+#     a call); never `pkill -f` a pattern that the call's own command line contains (it kills the call): write
+#     `pkill -f "[p]ython3 -m harness"`.
 # Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
 # scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
 set -uo pipefail
@@ -27,20 +28,40 @@ cp "${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}" /tmp/libero-assets.tar.x
 assets=/tmp/libero-assets.tar.xz
 scenario=scenarios/pi05-libero-train.yaml
 data=runs/datasets/libero-spatial-demos
+budget_s=${BUDGET_S:-480}  # the goal's training time: decode, compile and steps
 step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv > "$logs/gpu.txt" 2>&1
 step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --assets "$assets" --out "$data" > "$logs/data.log" 2>&1
-step "ladder: community, compile-per-layer, fp8"
-python3 -m harness train-ladder "$scenario" --target h200 --assets "$assets" --out runs/tl > "$logs/ladder.log" 2>&1
+if [ -z "${STEPS:-}" ]; then
+  step "probe: compile-per-layer, 150 steps on the memory loader"
+  python3 -m harness train "$scenario" --rung compile-per-layer --target h200 --dataset "$data" --steps 150 \
+    --loader memory --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
+  # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
+  STEPS=$(python3 - "$budget_s" <<'EOF'
+import json, sys
+budget = float(sys.argv[1])
+r = json.load(open("runs/probe/train.json"))["train"]
+batch, sps = r["batch_per_step"], r["samples_per_s"]
+steady = r["steps_done"] * batch / sps
+overhead = r["wall_s"] - steady + r["data"]["loader"]["memory"]["decode_s"]
+print(int(0.97 * (budget - overhead) * sps / batch))
+EOF
+)
+fi
+step "steps per rung: $STEPS"
+ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --assets "$assets" "$@"; }
+step "goal: compile-per-layer, $STEPS steps, 20 trials per task"
+ladder --rungs compile-per-layer --out runs/tl > "$logs/goal.log" 2>&1
+step "fp8"
+ladder --rungs compile-per-layer,fp8 --resume --out runs/tl > "$logs/fp8.log" 2>&1
+step "community"
+ladder --rungs compile-per-layer,fp8,community --resume --out runs/tl > "$logs/community.log" 2>&1
 step "sabotaged compile-per-layer"
-VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time python3 -m harness train-ladder "$scenario" --target h200 \
-  --rungs compile-per-layer --assets "$assets" --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
+VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs compile-per-layer --out runs/tl-sabotage \
+  > "$logs/sabotage.log" 2>&1
 python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
   --rungs compile-per-layer > "$logs/gate-sabotage.log" 2>&1
 echo "exit $?" >> "$logs/gate-sabotage.log"
-step "goal: compile-per-layer, ${GOAL_STEPS:-6000} steps, 20 trials"
-python3 -m harness train-ladder "$scenario" --target h200 --rungs compile-per-layer --steps "${GOAL_STEPS:-6000}" \
-  --trials 20 --assets "$assets" --out runs/tl-goal > "$logs/goal.log" 2>&1
 step "done"

@@ -58,6 +58,33 @@ def test_both_loaders_give_the_same_batches(dataset):
         asynchronous.close()
 
 
+def test_memory_loader_gives_the_same_batches_as_the_per_sample_loader(dataset, capsys):
+    """Frames decoded once into memory, then gathered per batch: the very batches of the community loader."""
+    sync, memory = feed(dataset, "torch"), feed(dataset, "memory", workers=2)
+    try:
+        frames = memory.memory.frames
+        assert frames.dtype == torch.uint8 and frames.shape == (len(memory.dataset), 2, 64, 64, 3)
+        for i in range(30):  # past the first epoch (50 rows in batches of 2)
+            a, _ = sync.fetch(i)
+            b, wait = memory.fetch(i)
+            assert a.keys() == b.keys() and wait >= 0
+            for key in a:
+                assert torch.equal(a[key], b[key]), key
+        described = memory.describe()["loader"]
+        assert described["kind"] == "memory" and described["memory"]["bytes"] == frames.numel()
+    finally:
+        sync.close()
+        memory.close()
+    assert "frames of 2 camera(s) decoded in" in capsys.readouterr().out
+
+
+def test_memory_loader_refuses_a_worker_augmentation():
+    from models.schema import SchemaError
+
+    with pytest.raises(SchemaError, match="augment.*none with the memory loader"):
+        LoaderOptions(kind="memory", augment="isaac-gr00t")
+
+
 def test_sample_order_is_a_seeded_permutation_per_epoch(dataset):
     from harness.data.pipeline import EpochPermutations
 

@@ -111,7 +111,7 @@ def test_the_judgement_against_the_reference(tmp_path):
 def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
     path = tmp_path / "s.yaml"
     scenario = SCENARIO.read_text().replace("  demonstrations_from_trial: 20\n", text)
-    path.write_text(scenario.replace("{kind: async, pin_memory: true}", loader) if loader else scenario)
+    path.write_text(scenario.replace("loader: {kind: memory}", f"loader: {loader}") if loader else scenario)
     return str(path)
 
 
@@ -119,7 +119,7 @@ def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
     ("block", "flags", "message"),
     [
         ("  rungs: [community, bogus]\n", [], "train.rungs: expected rungs of the ladder"),
-        ("  demonstrations_from_trial: 5\n", [], "train.demonstrations_from_trial: expected evaluation trials (10)"),
+        ("  demonstrations_from_trial: 5\n", [], "train.demonstrations_from_trial: expected evaluation trials (20)"),
         ("  demonstrations_from_trial: 20\n", ["--trials", "25"], "evaluation trials (25)"),
         ("  demonstrations_from_trial: 20\n  bogus: 1\n", [], "train.bogus: expected a known key"),
         ("  demonstrations_from_trial: 20\n", ["--rungs", "nope"], "--rungs: expected rung names of pi05-libero-train"),
@@ -129,6 +129,7 @@ def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
 def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, block, flags, message):
     monkeypatch.chdir(tmp_path)
     path = _scenario(tmp_path, block, "{kind: fast}" if "loader" in message else None)
+    assert ("{kind: fast}" in Path(path).read_text()) is ("loader" in message)  # the edit took
     code = main(["train-ladder", path, "--target", "cpu", "--out", str(tmp_path / "o"), *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -24,6 +24,7 @@ A sample (`dataset[i]`, i a frame of the whole dataset) holds:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import OrderedDict
@@ -528,6 +529,12 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
         sample["index"] = i
         sample["timestamp"] = timestamp
         return sample
+
+    def without_cameras(self) -> LeRobotV3Dataset:
+        """The same rows without camera frames (state, actions, task...): read from the tables alone."""
+        fields = copy.copy(self)
+        fields.cameras, fields._decoders, fields._images = [], OrderedDict(), ImageRows()
+        return fields
 
     def _decoder(self, path: Path) -> VideoDecoder:
         if os.getpid() != self._pid:  # a forked worker opens its own files

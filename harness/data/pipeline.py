@@ -7,6 +7,9 @@ torch (the community path, as LeRobot's train script builds it): a DataLoader wh
 async (LoongForge's 3-level pipeline): the same worker prefetch (level 1), a daemon thread that runs the
   host-side preprocessing ahead of the step into a double buffer (level 2), and pinned, non-blocking copies
   to the device on a side stream (level 3), so the step finds its batch on the device.
+memory: every frame decoded once before the first step and held on the device (harness/data/memory.py); the
+  async path's thread gathers a batch's frames there and reads its other fields from the tables. For training
+  runs whose input a per-sample decode cannot feed; no reference trains so.
 
 Both draw the same batches: the sample order is a seeded permutation (a new one per epoch) and the random
 draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. A
@@ -34,8 +37,8 @@ from models.workload import Workload
 
 from .lerobot_format import LIBERO_CAMERAS
 
-# synthetic: batches made up front on the device from the seed (no data path); torch, async: see above
-LoaderKind = Literal["synthetic", "torch", "async"]
+# synthetic: batches made up front on the device from the seed (no data path); torch, async, memory: see above
+LoaderKind = Literal["synthetic", "torch", "async", "memory"]
 # the training augmentation the workers apply per sample: none, or a reference's (a family's processor names the
 # ones it has: models/gr00t/augment.py)
 Augment = Literal["none", "isaac-gr00t"]
@@ -84,11 +87,15 @@ class LoaderOptions:
     """A rung's `loader:` options (cumulative down the ladder, like model options)."""
 
     kind: LoaderKind | None = None  # default: torch when the workload reads a dataset, else synthetic
-    workers: Annotated[int, NON_NEGATIVE] = 4  # LeRobot's default num_workers
+    workers: Annotated[int, NON_NEGATIVE] = 4  # LeRobot's default num_workers (memory: the decode's)
     pin_memory: bool = False
     prefetch_factor: Annotated[int, AT_LEAST_ONE] = 2  # batches each worker keeps ready (DataLoader's default)
     buffers: Annotated[int, AT_LEAST_ONE] = 2  # async: batches prepared ahead on the device (double buffering)
     augment: Augment = "none"  # per-sample training augmentation in the workers
+
+    def __post_init__(self):
+        if self.kind == "memory" and self.augment != "none":  # the memory loader has no per-sample workers
+            raise SchemaError("augment", "none with the memory loader", describe(self.augment))
 
 
 class EpochPermutations(Sampler):
@@ -156,8 +163,10 @@ def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
     return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def _pinned(batch: dict) -> dict:
-    return {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+def _pinned(batch: dict) -> dict:  # host tensors pinned (the memory loader's frames are on the device already)
+    return {
+        k: v.pin_memory() if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v for k, v in batch.items()
+    }
 
 
 @dataclass
@@ -183,34 +192,40 @@ class BatchSource:
         shuffle: bool = True,
         start: int = 0,
         transform: Callable[[dict, torch.Generator], dict] | None = None,
+        raw_batches: Callable[[Iterator[int]], Iterator[dict]] | None = None,
     ):
         """`start`: the index of the first batch (a resumed training run): the batches before it are skipped
         without being read, and every later batch is the one an uninterrupted run would have drawn.
         `transform(sample, generator)`: a per-sample step in the workers (the training augmentation), its
-        generator seeded by the sample's position in the stream."""
+        generator seeded by the sample's position in the stream. `raw_batches(order)`: the memory loader's raw
+        batches in the sampler's order, instead of a DataLoader's."""
         self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
         workers = options.workers
         sampler = EpochPermutations(len(dataset), seed, shuffle, skip=start * batch_size)
-        if transform is not None:
-            dataset, sampler = PerSample(dataset, transform, seed), Numbered(sampler, start * batch_size)
-        self.loader = DataLoader(
-            dataset,
-            batch_size=batch_size,
-            sampler=sampler,
-            num_workers=workers,
-            collate_fn=collate,
-            drop_last=True,
-            pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
-            prefetch_factor=options.prefetch_factor if workers else None,
-            persistent_workers=workers > 0,
-        )
-        self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
+        self.loader = None
+        if raw_batches is not None:
+            self._raw = raw_batches(iter(sampler))
+        else:
+            if transform is not None:
+                dataset, sampler = PerSample(dataset, transform, seed), Numbered(sampler, start * batch_size)
+            self.loader = DataLoader(
+                dataset,
+                batch_size=batch_size,
+                sampler=sampler,
+                num_workers=workers,
+                collate_fn=collate,
+                drop_last=True,
+                pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
+                prefetch_factor=options.prefetch_factor if workers else None,
+                persistent_workers=workers > 0,
+            )
+            self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
         self.index = start
         # host seconds of the family's preprocessing per batch (in the step, or in the level-2 thread, where it
         # holds the GIL that the training thread's kernel launches also need)
         self.prepare_s: list[float] = []
         self._thread = None
-        if options.kind == "async":
+        if options.kind in ("async", "memory"):
             self._ready: queue.Queue = queue.Queue(maxsize=options.buffers)
             self._stop = threading.Event()
             cuda = self.device.type == "cuda"
@@ -222,7 +237,7 @@ class BatchSource:
     def _sync_next(self) -> dict:
         raw = next(self._raw)
         batch = self._timed_prepare(raw, self.index)
-        return _to_device(batch, self.device, non_blocking=self.loader.pin_memory)
+        return _to_device(batch, self.device, non_blocking=self.loader is not None and self.loader.pin_memory)
 
     def _timed_prepare(self, raw: dict, index: int) -> dict:
         start = time.perf_counter()
@@ -354,6 +369,8 @@ class DatasetFeed:
         stats_file = self.dataset.root / "meta" / "stats.json"
         try:
             self.processor = family.data_processor(size, workload, self.dataset.stats or {}, spec.tokenizer)
+        except SchemaError:  # a workload the family cannot read: its key says which
+            raise
         except ValueError as e:
             raise DatasetError(stats_file, None, "statistics the model's preprocessing can use", str(e)) from None
         rank, world = shard
@@ -366,6 +383,18 @@ class DatasetFeed:
                 raise DatasetError(
                     "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment
                 )
+        self.memory = self._frames_in_memory(options, cameras, device)
+        raw_batches = None
+        if self.memory is not None:
+            fields = self.dataset.without_cameras()
+            processor = type(self.processor)
+            raw_batches = partial(
+                self.memory.batches,
+                fields,
+                batch_size=workload.batch_size,
+                raw_frames=processor.raw_frames,
+                collate_fields=processor.collate_fields,
+            )
         self.source = BatchSource(
             self.dataset,
             workload.batch_size,
@@ -377,8 +406,18 @@ class DatasetFeed:
             spec.shuffle,
             start,
             self.augment,
+            raw_batches,
         )
         self.spec, self.options, self.world = spec, options, world
+
+    def _frames_in_memory(self, options: LoaderOptions, cameras: tuple[str, ...], device: torch.device):
+        """The memory loader's frames, decoded now (None for the other loaders)."""
+        from .memory import FramesInMemory
+
+        if options.kind != "memory":
+            return None
+        print(f"memory loader: decoding {len(self.dataset):,} frames with {options.workers} worker(s)", flush=True)
+        return FramesInMemory(self.dataset, cameras, device, options.workers, report=lambda s: print(s, flush=True))
 
     def fetch(self, i: int) -> tuple[dict, float]:
         got = self.source.next()
@@ -397,7 +436,8 @@ class DatasetFeed:
                 "workers": self.options.workers,
                 "pin_memory": self.options.pin_memory,
                 "prefetch_factor": self.options.prefetch_factor,
-                **({"buffers": self.options.buffers} if self.options.kind == "async" else {}),
+                **({"buffers": self.options.buffers} if self.options.kind in ("async", "memory") else {}),
+                **({"memory": self.memory.describe()} if self.memory is not None else {}),
                 **({"augment": self.augment.describe()} if self.augment is not None else {}),
             },
             "processor": self.processor.describe(),

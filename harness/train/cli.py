@@ -30,6 +30,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--tokenizer", help="SentencePiece tokenizer.model, or 'bytes' (default: bytes for a model "
                    "without PaliGemma's vocabulary, else the tokenizer.model of --init)")  # fmt: skip
     p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers (default: the rung's loader option)")
+    p.add_argument("--loader", choices=("torch", "async", "memory"), help="the data path (default: the rung's; "
+                   "memory: every frame decoded once and held on the device, docs/data.md)")  # fmt: skip
     p.add_argument("--log-every", type=int, metavar="N", help="a progress line every N steps (default: steps/20)")
     p.add_argument("--peak-lr", type=float, default=r.peak_lr, help=f"default {r.peak_lr:g} (openpi pi05_libero)")
     p.add_argument("--warmup-steps", type=int, default=r.warmup_steps, help=f"default {r.warmup_steps} (openpi)")
@@ -115,6 +117,7 @@ def plan_from_args(args):
         init=args.init,
         tokenizer=args.tokenizer,
         workers=args.workers,
+        loader={"kind": args.loader} if args.loader else None,
         log_every=args.log_every,
     )
 

@@ -41,7 +41,7 @@ class TrainBlock:
     decay_steps: Annotated[int, AT_LEAST_ONE] | None = None  # default: the block's steps
     decay_lr: Annotated[float, NON_NEGATIVE] | None = None
     ema_decay: Annotated[float, POSITIVE] | None = None
-    workers: Annotated[int, NON_NEGATIVE] | None = None  # DataLoader workers (default: each rung's loader option)
+    workers: Annotated[int, NON_NEGATIVE] | None = None  # loader workers (memory: the decode's; default: the rung's)
     # loader options (kind, pin_memory, prefetch_factor, buffers) for every rung over its own: the rungs train
     # on one data path, so that their speeds compare their steps
     loader: dict[str, Any] | None = None

@@ -6,6 +6,7 @@ import torch
 
 from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
+from ..schema import SchemaError
 from ..workload import Workload
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
@@ -151,6 +152,10 @@ class Gr00tFamily(ModelFamily):
         per 224x224 view, min/max normalisation of state and actions from the dataset's statistics (min, max),
         state padded to 128, actions to 128 dimensions with their mask, embodiment libero_panda; Qwen3's
         tokenizer.json, or a stand-in of its vocabulary."""
+        if not workload.robot_state:
+            raise SchemaError(
+                "workload.robot_state", "true: GR00T N1.6 always reads the state (state encoder)", "false"
+            )
         return make_processor(SIZES[size], stats, tokenizer)
 
     def eval_policy(self, checkpoint: str, **kwargs):

@@ -181,11 +181,14 @@ class Gr00tProcessor(ProcessorSteps):
 
     # -- the three places the training path does the work
     @staticmethod
-    def collate(samples: list[dict], cameras: tuple[str, ...]) -> dict:
-        """In the loader's workers: samples with LeRobot's keys (camera keys uint8 HxWx3, `observation.state`,
-        `action` [H, d], `task`) stacked; frames stay uint8 [B, V, H, W, 3] (a quarter of float32's bytes)."""
+    def raw_frames(pixels: torch.Tensor) -> torch.Tensor:
+        """Frames stay uint8 [B, V, H, W, 3] (a quarter of float32's bytes)."""
+        return pixels
+
+    @staticmethod
+    def collate_fields(samples: list[dict]) -> dict:
+        """The raw state and actions and the task strings of the samples."""
         return {
-            "frames": torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples]),
             "state": torch.stack([torch.as_tensor(s["observation.state"], dtype=torch.float32) for s in samples]),
             "actions": torch.stack([torch.as_tensor(s["action"], dtype=torch.float32) for s in samples]),
             "task": [s["task"] for s in samples],

@@ -155,7 +155,7 @@ class Pi05Family(ModelFamily):
     def data_processor(self, size: str, workload: Workload, stats: dict, tokenizer: str | None) -> Pi05Processor:
         """LeRobot's Pi0.5 preprocessing: quantile normalisation of state and actions from the dataset's
         statistics (epsilon only where a quantile range is zero), the state padded to 32 and discretised into
-        the prompt, 200 tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8 bytes,
+        the prompt (unless the workload's robot_state is false), the workload's text tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8 bytes,
         what the evaluation policy uses for a model without PaliGemma's vocabulary)."""
         cfg = SIZES[size]
         state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
@@ -167,7 +167,7 @@ class Pi05Family(ModelFamily):
         return Pi05Processor(
             tok,
             max_tokens=workload.text_tokens,
-            state_in_prompt=True,
+            state_in_prompt=workload.robot_state,
             state_pad=32,
             state_norm=state,
             action_norm=action,

@@ -86,7 +86,12 @@ def write_policy(
     folder = Path(folder)
     save_file(to_reference_state_dict(weights, cfg, "lerobot"), str(folder / "model.safetensors"))
     save_file(normalizer_tensors(stats), str(folder / NORMALIZER_FILE))
-    meta = {"tokenizer": "bytes" if tokenizer in (None, "bytes") else Path(tokenizer).name, **(extra or {})}
+    meta = {
+        "tokenizer": "bytes" if tokenizer in (None, "bytes") else Path(tokenizer).name,
+        # LeRobot's Pi0.5 always puts the state in the prompt; a model trained without it says so here
+        "state_in_prompt": workload.robot_state,
+        **(extra or {}),
+    }
     (folder / "config.json").write_text(json.dumps(policy_config(cfg, workload, meta), indent=1) + "\n")
     (folder / "policy_preprocessor.json").write_text(json.dumps(preprocessor_config(), indent=1) + "\n")
     if tokenizer not in (None, "bytes") and Path(tokenizer).is_file():

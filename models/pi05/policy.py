@@ -122,7 +122,8 @@ def lerobot_meta(folder: Path) -> CheckpointMeta:
         layout="lerobot",
         horizon=int(config.get("chunk_size", 50)),
         max_tokens=int(config.get("tokenizer_max_length", 200)),
-        state_in_prompt=True,
+        # ours (models/pi05/export.py) says when the state stayed out of the prompt; LeRobot's always has it
+        state_in_prompt=bool((config.get("vlabench") or {}).get("state_in_prompt", True)),
         state_pad=int(config.get("max_state_dim", 32)),
         sample_steps=int(config.get("num_inference_steps", 10)),
     )

@@ -133,13 +133,15 @@ class Pi05Processor(ProcessorSteps):
 
     # -- training batches, in the three places the reference training path does the work
     @staticmethod
-    def collate(samples: list[dict], cameras: tuple[str, ...]) -> dict:
-        """In the loader's worker processes: what LeRobot's dataset and default collate give the training loop,
-        from samples with LeRobot's keys (camera keys: uint8 HxWx3, `observation.state`, `action` [H, d],
-        `action_is_pad`, `task`): camera frames as float32 [B, V, 3, H, W] in [0, 1], raw state and actions."""
-        frames = torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
+    def raw_frames(pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 [B, V, H, W, 3] -> what LeRobot's dataset and default collate give the training loop: float32
+        [B, V, 3, H, W] in [0, 1]."""
+        return pixels.permute(0, 1, 4, 2, 3).float().div_(255.0)
+
+    @staticmethod
+    def collate_fields(samples: list[dict]) -> dict:
+        """The raw state and actions, the action padding mask and the task strings of the samples."""
         return {
-            "frames": frames.permute(0, 1, 4, 2, 3).float().div_(255.0),
             "state": torch.stack([torch.as_tensor(s["observation.state"], dtype=torch.float32) for s in samples]),
             "actions": torch.stack([torch.as_tensor(s["action"], dtype=torch.float32) for s in samples]),
             "action_is_pad": torch.stack([torch.as_tensor(s["action_is_pad"]) for s in samples]),
