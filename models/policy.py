@@ -23,6 +23,19 @@ HUB_PATTERNS = ["*.safetensors", "*.json", "assets/**", "*.model"]
 REPLAN_STEPS = 5  # the openpi LIBERO protocol's: actions executed from each chunk before the next observation
 
 
+def snap_to_values(actions: np.ndarray, values: dict[int, Sequence[float]]) -> np.ndarray:
+    """Actions [H, d] with each dimension in `values` set to the nearest of its values: a dimension the
+    demonstrations drove with a few discrete commands gets one of them. robosuite's Panda gripper moves by the
+    sign of its command every step and holds only at exactly 0, so a regressed 0.03 where the demonstrations held
+    would open or close it."""
+    out = np.array(actions, copy=True)
+    for dim, allowed in values.items():
+        if dim < out.shape[-1]:
+            grid = np.asarray(allowed, dtype=out.dtype)
+            out[..., dim] = grid[np.abs(out[..., dim, None] - grid).argmin(axis=-1)]
+    return out
+
+
 class PolicyError(RuntimeError):
     """A policy that cannot be built (bad checkpoint, missing tokenizer, ...), in one line."""
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The H200 session of the train -> evaluate -> gate scenario (scenarios/pi05-libero-train.yaml, docs/training.md):
-#   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19);
+#   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19),
+#      executed with ACTION_NOISE (default 0; docs/training.md, "Demonstrations that show the way back");
 #   2. a probe: 150 steps of compile-per-layer on the memory loader, from which the steps that fit 8 minutes of
 #      training (frames decoded, compile and steps) are set: STEPS overrides;
 #   3. the goal: compile-per-layer (the fastest bf16 rung) trained that many steps and evaluated, 20 trials per
@@ -28,12 +29,13 @@ cp "${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}" /tmp/libero-assets.tar.x
 assets=/tmp/libero-assets.tar.xz
 scenario=scenarios/pi05-libero-train.yaml
 data=runs/datasets/libero-spatial-demos
-budget_s=${BUDGET_S:-480}  # the goal's training time: decode, compile and steps
+budget_s=${BUDGET_S:-440}  # the goal's training: decode, compile and steps in 8 minutes, with a margin (480 overran by 0.5 min)
 step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv > "$logs/gpu.txt" 2>&1
 step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
-  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --assets "$assets" --out "$data" > "$logs/data.log" 2>&1
+  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0}" --assets "$assets" \
+  --out "$data" > "$logs/data.log" 2>&1
 if [ -z "${STEPS:-}" ]; then
   step "probe: compile-per-layer, 150 steps on the memory loader"
   python3 -m harness train "$scenario" --rung compile-per-layer --target h200 --dataset "$data" --steps 150 \

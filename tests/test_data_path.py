@@ -78,6 +78,13 @@ def test_memory_loader_gives_the_same_batches_as_the_per_sample_loader(dataset, 
     assert "frames of 2 camera(s) decoded in" in capsys.readouterr().out
 
 
+def test_discrete_action_dimensions_are_found(dataset):
+    """The synthetic gripper is -1 or 1 at every frame; the arm's six values are continuous."""
+    from harness.data.dataset import LeRobotV3Dataset
+
+    assert LeRobotV3Dataset(dataset).discrete_action_values() == {6: [-1.0, 1.0]}
+
+
 def test_memory_loader_refuses_a_worker_augmentation():
     from models.schema import SchemaError
 

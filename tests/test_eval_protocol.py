@@ -106,6 +106,23 @@ def test_lerobot_checkpoint_metadata(tmp_path):
     assert (meta.layout, meta.horizon, meta.state_in_prompt, meta.state_pad) == ("lerobot", 50, True, 32)
     assert np.allclose(meta.state_norm.normalize(np.ones(8)), 0.0)
     assert np.allclose(meta.action_norm.unnormalize(np.zeros((2, 7))), 1.0)
+    assert meta.action_values == {}
+    # what `vlabench train` adds: no state in the prompt, and the demonstrations' discrete gripper values
+    ours = {"state_in_prompt": False, "action_values": {"6": [-1.0, 0.0, 1.0]}}
+    (tmp_path / "config.json").write_text(json.dumps({"type": "pi05", "chunk_size": 10, "vlabench": ours}))
+    meta = lerobot_meta(tmp_path)
+    assert (meta.horizon, meta.state_in_prompt, meta.action_values) == (10, False, {6: [-1.0, 0.0, 1.0]})
+
+
+def test_discrete_action_dimensions_are_snapped_to_their_values():
+    """A regressed gripper command near 0 must hold (robosuite moves the gripper by the command's sign)."""
+    from models.policy import snap_to_values
+
+    chunk = np.array([[0.3, 0.04], [-0.2, -0.07], [0.1, 0.8], [0.0, -0.51]])
+    snapped = snap_to_values(chunk, {1: [-1.0, 0.0, 1.0]})
+    assert np.array_equal(snapped[:, 0], chunk[:, 0])  # other dimensions untouched
+    assert snapped[:, 1].tolist() == [0.0, 0.0, 1.0, -1.0]
+    assert np.array_equal(snap_to_values(chunk, {}), chunk) and snap_to_values(chunk, {5: [0.0]}).shape == (4, 2)
 
 
 def test_success_rates_per_suite_and_task():

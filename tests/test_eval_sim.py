@@ -141,6 +141,35 @@ def test_skipped_renders_change_no_image_and_no_state(tasks):
         assert all(np.array_equal(u, v) for u, v in zip(x, y))
 
 
+def test_demonstration_noise_is_executed_and_the_policys_actions_recorded(tasks):
+    """DART: with action noise the arm executes perturbed actions (another end state, the same for the same seed),
+    while the demonstration records the policy's own actions."""
+    from harness.eval.env import make_env, read_init_states
+    from harness.eval.episode import run_episode
+    from harness.eval.protocol import PolicyNeeds
+
+    task = tasks["libero_spatial"][0]
+    init = read_init_states(task.init_states_file)[1]
+    env = make_env(task)
+    needs = PolicyNeeds(images=False, privileged=False, replan_steps=1)
+    chunk = np.array([[0.3, -0.2, 0.1, 0.0, 0.05, 0.0, -1.0]])
+    runs = []
+    try:
+        for noise in (0.0, 0.3, 0.3):
+            out = run_episode(
+                env, init, task.language, 8, lambda obs: chunk, needs, seed=8, demonstration=True, action_noise=noise
+            )
+            runs.append((out.demo, env.get_sim_state()))
+    finally:
+        env.close()
+    (clean, clean_end), (noisy, noisy_end), (again, again_end) = runs
+    for demo in (clean, noisy):
+        assert np.array_equal(demo["action"], np.repeat(chunk.astype(np.float32), 8, axis=0))  # the policy's own
+    assert not np.allclose(clean_end, noisy_end)  # the noise was executed...
+    assert np.array_equal(noisy_end, again_end)  # ...seeded by the episode
+    assert not np.array_equal(clean["state"], noisy["state"])
+
+
 def _tiny_lerobot_checkpoint(folder: Path) -> Path:
     from safetensors.torch import save_file
 

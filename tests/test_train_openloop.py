@@ -41,6 +41,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     from harness.eval.policies import make_policy
     from harness.eval.protocol import flip, policy_observation
     from models import get_family
+    from models.policy import snap_to_values
     from models.workload import Workload
 
     data, out, scenario = tmp_path / "ds", tmp_path / "run", tmp_path / "s.yaml"
@@ -56,6 +57,8 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     policy = make_policy("pi05", str(checkpoint), device="cpu", dtype="fp32", model_size="full", seed=7)
     # openpi's pi05_libero trains without the state in the prompt: the checkpoint tells the evaluation so
     assert policy.describe()["state_in_prompt"] is robot_state
+    # the synthetic demonstrations' gripper is -1 or 1: the policy snaps its gripper output there
+    assert policy.meta.action_values == {6: [-1.0, 1.0]}
     # the training model: the rung built as training builds it, with the checkpoint's weights, and its processor
     run = json.loads((checkpoint / "train_state.json").read_text())["run"]
     record, family = run["workload"], get_family("pi05")
@@ -92,6 +95,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
         trained = processor.actions_out(model.sample_actions(batch, noise=noise, steps=10)[0].numpy(), 7)
         on_shown = {**batch, "images": shown["images"]}  # the training model on the pixels the evaluation showed
         trained_on_shown = processor.actions_out(model.sample_actions(on_shown, noise=noise, steps=10)[0].numpy(), 7)
+        trained_on_shown = snap_to_values(trained_on_shown, {6: [-1.0, 1.0]})
         differences.append(np.abs(evaluated - trained_on_shown).max())
         spread.append(np.abs(trained - trained.mean(0)).max())
     # the predictions depend on the frame (a mismatch would not hide behind a constant output)...

@@ -40,6 +40,14 @@ def add_make_dataset_arguments(p) -> None:
         help="libero: start at each task's stored initial state K (default 0); an evaluation of T trials uses "
         "states 0..T-1, so --first-trial T keeps them out of the training data",
     )
+    p.add_argument(
+        "--action-noise",
+        type=float,
+        default=0.0,
+        metavar="SIGMA",
+        help="libero: execute the policy's arm actions with Gaussian noise of this deviation (in the controller's "
+        "[-1, 1] units) and record its own actions: demonstrations that show the way back to the path (default 0)",
+    )
     p.add_argument("--assets", help="libero: LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
 
 
@@ -49,6 +57,10 @@ def _check_args(args) -> None:
     if args.source == "libero" and args.image_size != 256:
         raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
     _check_sizes(args.episodes, args.fps, args.image_size)
+    if not 0 <= args.action_noise <= 1 or (args.action_noise and args.source != "libero"):
+        raise DatasetError(
+            "--action-noise", None, "a deviation from 0 to 1, with --source libero", str(args.action_noise)
+        )
     if args.first_trial < 0 or (args.first_trial and args.source != "libero"):
         raise DatasetError(
             "--first-trial", None, "a non-negative state index, with --source libero", str(args.first_trial)
@@ -87,6 +99,7 @@ def cmd_make_dataset(args) -> int:
             args.seed,
             progress=lambda line: print(line, flush=True),
             first_trial=args.first_trial,
+            action_noise=args.action_noise,
         )
     else:
         episodes = None

@@ -530,6 +530,17 @@ class LeRobotV3Dataset(torch.utils.data.Dataset):
         sample["timestamp"] = timestamp
         return sample
 
+    def discrete_action_values(self, most: int = 3) -> dict[int, list[float]]:
+        """The action dimensions whose values in the whole dataset are at most `most` distinct ones (a scripted
+        gripper's open, hold and close), with those values."""
+        actions = self._frames["action"]
+        found = {}
+        for dim in range(actions.shape[1]):
+            values = np.unique(actions[:, dim])
+            if len(values) <= most:
+                found[dim] = [float(v) for v in values]
+        return found
+
     def without_cameras(self) -> LeRobotV3Dataset:
         """The same rows without camera frames (state, actions, task...): read from the tables alone."""
         fields = copy.copy(self)

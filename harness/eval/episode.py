@@ -75,6 +75,7 @@ def run_episode(
     render_every_step: bool = False,
     seed: int | None = None,
     demonstration: bool = False,
+    action_noise: float = 0.0,
 ) -> EpisodeOutcome:
     """One episode of the protocol. `get_chunk(observation)` returns an action chunk [H, 7]. Cameras render
     only for steps whose observation is used (a re-plan or a recorded frame) unless `render_every_step`;
@@ -88,12 +89,15 @@ def run_episode(
     Trial 0 then matches openpi's exactly; later trials draw from the same distribution. The reset is that of
     a newly built environment (env.reset_as_new): nothing an earlier episode did survives it.
 
-    `demonstration` keeps every step's camera images, state and action (`outcome.demo`), for datasets."""
+    `demonstration` keeps every step's camera images, state and action (`outcome.demo`), for datasets. With
+    `action_noise` the arm's six action values are executed with Gaussian noise of that deviation added (seeded
+    by `seed`), while the demonstration records the policy's own action."""
     skip = not (render_every_step or record or demonstration)
     obs, reader = _start_episode(env, init_state, seed, skip, needs)
     plan: collections.deque = collections.deque()
     outcome = EpisodeOutcome(success=False, steps=0, reason="timeout")
     demo = {"image": [], "wrist_image": [], "state": [], "action": []} if demonstration else None
+    noise = np.random.default_rng(seed) if action_noise > 0 else None
     for step in range(max_steps):
         if record:
             outcome.frames.append(resize_with_pad(flip(obs["agentview_image"])))  # as the policy sees it
@@ -105,6 +109,8 @@ def run_episode(
             _keep_demo_step(demo, obs, action)
         if skip and needs.images:
             set_cameras(env, not plan)  # images are needed after this step only if the plan runs out
+        if noise is not None:
+            action = _perturbed(action, noise, action_noise)
         obs, _, done, _ = env.step(action.tolist())
         outcome.steps = step + 1
         if done:
@@ -149,6 +155,16 @@ def _action_chunk(get_chunk: Callable[[dict], np.ndarray], observation: dict) ->
     if chunk.ndim != 2 or chunk.shape[1] != ACTION_DIM or len(chunk) == 0:
         raise ValueError(f"policy returned an action chunk of shape {chunk.shape}, expected [H, {ACTION_DIM}]")
     return chunk
+
+
+ARM_DIMS = 6  # the action's position and rotation deltas; the seventh, the gripper, is executed as given
+
+
+def _perturbed(action: np.ndarray, rng: np.random.Generator, deviation: float) -> np.ndarray:
+    """The action with Gaussian noise on the arm's values, kept in the controller's [-1, 1] range."""
+    out = np.array(action, dtype=np.float64)
+    out[:ARM_DIMS] = np.clip(out[:ARM_DIMS] + rng.normal(0.0, deviation, ARM_DIMS), -1.0, 1.0)
+    return out
 
 
 def _keep_demo_step(demo: dict, obs: dict, action: np.ndarray) -> None:

@@ -40,6 +40,9 @@ class EpisodeSpec:
     seed: int = SEED
     record: bool = False
     demonstration: bool = False  # keep the episode's images, states and actions (datasets)
+    # a demonstration executes its policy's arm actions plus Gaussian noise of this deviation and records the
+    # policy's own: states off the clean path, labelled with the way back (DART, Laskey et al. 2017)
+    action_noise: float = 0.0
 
     @property
     def key(self) -> tuple:
@@ -56,6 +59,7 @@ class EpisodeSpec:
             "episode_seed": self.seed + self.trial,
             "record": self.record,
             "demonstration": self.demonstration,
+            "action_noise": self.action_noise,
             "noise_seed": noise_seed,
         }
 

@@ -90,6 +90,7 @@ def _run_episode(spec: dict, environment: _Environment, chunks: _ChunkRequests) 
         seed=spec["episode_seed"],
         render_every_step=spec.get("render_every_step", False),
         demonstration=spec.get("demonstration", False),
+        action_noise=spec.get("action_noise", 0.0),
     )
     return {
         "status": "ok",

@@ -98,6 +98,10 @@ def save(training: Training, plan: TrainPlan, spec: RungSpec, identity: dict, st
     if training.ema is not None:
         tensors.update({f"weights/{k}": v.contiguous() for k, v in trained.items()})
     extra = {"scenario": plan.scenario.name, "rung": plan.rung, "step": step, "ema": training.ema is not None}
+    # the demonstrations' discrete action values (a scripted gripper's -1, 0, 1): the policy snaps its outputs there
+    discrete = training.feed.dataset.discrete_action_values()
+    if discrete:
+        extra["action_values"] = {str(dim): values for dim, values in discrete.items()}
 
     def write_policy(folder: Path) -> None:
         family.save_policy(

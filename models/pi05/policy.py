@@ -28,6 +28,7 @@ from ..policy import (
     random_model,
     read_json,
     resolve_checkpoint,
+    snap_to_values,
 )
 from ..tokenizers import ByteTokenizer, SentencePieceTokenizer, load_sentencepiece
 from .processor import Pi05Processor
@@ -90,6 +91,9 @@ class CheckpointMeta:
     state_norm: Normalizer = field(default_factory=Normalizer)
     action_norm: Normalizer = field(default_factory=Normalizer)
     stats_source: str | None = None
+    # action dimensions the training demonstrations drove with a few discrete values (ours: config.json's
+    # vlabench.action_values); the policy's outputs there are snapped to the nearest (models/policy.py)
+    action_values: dict[int, list[float]] = field(default_factory=dict)
 
 
 def openpi_meta(folder: Path) -> CheckpointMeta:
@@ -118,12 +122,14 @@ def openpi_meta(folder: Path) -> CheckpointMeta:
 
 def lerobot_meta(folder: Path) -> CheckpointMeta:
     config = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    ours = config.get("vlabench") or {}  # what a checkpoint of `vlabench train` adds
     meta = CheckpointMeta(
         layout="lerobot",
         horizon=int(config.get("chunk_size", 50)),
         max_tokens=int(config.get("tokenizer_max_length", 200)),
         # ours (models/pi05/export.py) says when the state stayed out of the prompt; LeRobot's always has it
-        state_in_prompt=bool((config.get("vlabench") or {}).get("state_in_prompt", True)),
+        state_in_prompt=bool(ours.get("state_in_prompt", True)),
+        action_values={int(dim): [float(v) for v in values] for dim, values in ours.get("action_values", {}).items()},
         state_pad=int(config.get("max_state_dim", 32)),
         sample_steps=int(config.get("num_inference_steps", 10)),
     )
@@ -242,6 +248,7 @@ class Pi05Policy(EvalPolicy):
             "max_tokens": m.max_tokens,
             "state_in_prompt": m.state_in_prompt,
             "state_pad": m.state_pad,
+            **({"action_values": {str(k): v for k, v in m.action_values.items()}} if m.action_values else {}),
             "tokenizer": self.processor.tokenizer.name,
             "state_norm": m.state_norm.mode,
             "action_norm": m.action_norm.mode,
@@ -283,4 +290,5 @@ class Pi05Policy(EvalPolicy):
             actions = self.model.sample_actions(batch, noise=noise, steps=self.meta.sample_steps)
         actions = actions.float().cpu().numpy()  # waits for the device: the latency below is complete
         self.latencies.append((len(observations), time.perf_counter() - start))
-        return [self.processor.actions_out(a, self.action_dim).astype(np.float32) for a in actions]
+        out = [self.processor.actions_out(a, self.action_dim) for a in actions]
+        return [snap_to_values(a, self.meta.action_values).astype(np.float32) for a in out]
