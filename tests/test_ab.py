@@ -310,7 +310,7 @@ def test_each_side_runs_its_own_commit_in_turn(stub_repo, scenario, tmp_path, ca
     argv = ["ab", good, "HEAD", scenario, "--target", "cpu", "--pairs", "3", "--out", "../out"]
     assert main(argv) == 1
     out = capsys.readouterr().out
-    assert log.read_text().split() == ["a", "b"] * 3  # A B A B A B, each from its own worktree
+    assert log.read_text().split() == ["a", "b", "b", "a", "a", "b"]  # A B, B A, A B: each from its own worktree
     assert "[pair 3/3] B: community 16.00 samples/s" in out and "[pair 1/3] A: community 20.00 samples/s" in out
     assert re.search(r"community +3 +20\.00 +16\.00 +0\.800 \(0\.800-0\.800\) +FAIL +20\.0% slower", out), out
     assert "FAIL: 1 regressed in B: community" in out
@@ -425,7 +425,8 @@ def test_real_ten_percent_slowdown_fails(one_cpu, tmp_path, scenario, capsys):
     assert doc["b"]["env"] == {"VLABENCH_TEST_SLOWDOWN": "0.1"} and doc["a"]["path"] == str(ROOT)
     a1, b1 = (json.loads((tmp_path / f"slow{len(tries)}" / f"{s}-1.json").read_text())["rungs"][0] for s in "ab")
     assert b1["test_slowdown"] == 0.1 and "test_slowdown" not in a1  # the environment of side B only
-    assert [r["side"] for r in doc["runs"]] == ["A", "B"] * SLOW_PAIRS
+    # the order turns every pair: A B, B A, A B ...
+    assert [r["side"] for r in doc["runs"]] == [s for i in range(SLOW_PAIRS) for s in ("AB" if i % 2 == 0 else "BA")]
 
 
 @pytest.mark.slow

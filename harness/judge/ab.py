@@ -2,7 +2,8 @@
 
 Each side is a git ref (checked out with `git worktree add --detach` into a temporary directory, removed
 afterwards) or a directory holding a vlabench tree. Each side runs `python -m harness.cli run` from its own
-tree, one process at a time, alternating A B A B for N pairs, so both sides share every minute of the machine.
+tree, one process at a time, alternating A B, B A, A B ... for N pairs, so both sides share every minute of the
+machine and neither always runs second.
 Each rung is decided from the paired throughput ratios B/A with harness/stats/spread.py's one slowdown rule.
 """
 
@@ -260,7 +261,9 @@ def run_line(run: Run, rungs: list[str]) -> str:
 
 
 def alternate(cfg: Config, sides: list[Side], stream: TextIO, save: Callable[[list[Run]], object]) -> list[Run]:
-    """A B A B ... for `cfg.pairs` pairs; returns the runs in that order. A rung whose status alone decides it
+    """A B, B A, A B ... for `cfg.pairs` pairs; returns the runs in that order. The order turns every pair, so a
+    cost of running second, or a drift of the machine, falls on both sides alike (an A/A run whose B always ran
+    second read 6% slower in three pairs out of three on a CI machine). A rung whose status alone decides it
     (failed in A, or in B where A was ok) is left out of later pairs; with none left, it stops early."""
     runs: list[Run] = []
     for i in range(1, cfg.pairs + 1):
@@ -269,7 +272,7 @@ def alternate(cfg: Config, sides: list[Side], stream: TextIO, save: Callable[[li
             done = f"{i - 1} pair" + ("s" if i > 2 else "")
             print(f"stopped after {done}: every rung is decided by its status alone", file=stream)
             break
-        for side in sides:
+        for side in sides if i % 2 else sides[::-1]:
             print(f"[pair {i}/{cfg.pairs}] {side.label}: ", end="", flush=True, file=stream)
             runs.append(run_side(cfg, side, i, pending))
             print(run_line(runs[-1], pending) if runs[-1].result else runs[-1].error, file=stream, flush=True)
@@ -278,8 +281,11 @@ def alternate(cfg: Config, sides: list[Side], stream: TextIO, save: Callable[[li
 
 
 def pairs_of(runs: list[Run]) -> list[tuple[Run, Run]]:
-    """The complete pairs of runs made in the order A B A B ..."""
-    return list(zip(runs[::2], runs[1::2]))
+    """The complete pairs, as (A's run, B's run), in the order they ran."""
+    by_pair: dict[int, dict[str, Run]] = {}
+    for run in runs:
+        by_pair.setdefault(run.pair, {})[run.side] = run
+    return [(pair["A"], pair["B"]) for pair in by_pair.values() if "A" in pair and "B" in pair]
 
 
 # ---- the decision ----------------------------------------------------------------------------------------------
