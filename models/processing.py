@@ -7,6 +7,11 @@ import numpy as np
 import torch
 
 
+def stack_frames(samples: list[dict], cameras: tuple[str, ...]) -> torch.Tensor:
+    """The samples' camera frames (uint8 HxWx3 each) as uint8 [B, V, H, W, 3], cameras in the given order."""
+    return torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
+
+
 class ProcessorSteps:
     """Mixed into a family's processor, which has `raw_frames`, `collate_fields`, `prepare`, `finish` and an
     `action_norm` (models.normalize.Normalizer)."""
@@ -17,8 +22,7 @@ class ProcessorSteps:
         `observation.state`, `action` [H, d], `task`) as the family's raw batch: the camera frames stacked to
         uint8 [B, V, H, W, 3] and made `frames` by `raw_frames`, the other fields by `collate_fields`. The memory
         loader (harness/data/memory.py) builds the same batch from frames it holds and the other fields."""
-        pixels = torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
-        return {"frames": cls.raw_frames(pixels), **cls.collate_fields(samples)}
+        return {"frames": cls.raw_frames(stack_frames(samples, cameras)), **cls.collate_fields(samples)}
 
     def training_batch(
         self,

@@ -14,11 +14,9 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.utils.data import DataLoader
 
+from models.processing import stack_frames
+
 ROWS_PER_READ = 128  # contiguous rows per decode task: one seek, then the decoder runs forward
-
-
-def _stack_cameras(samples: list[dict], cameras: tuple[str, ...]) -> torch.Tensor:
-    return torch.stack([torch.stack([torch.as_tensor(s[c]) for c in cameras]) for s in samples])
 
 
 class FramesInMemory:
@@ -37,7 +35,7 @@ class FramesInMemory:
             batch_size=ROWS_PER_READ,
             shuffle=False,
             num_workers=workers,
-            collate_fn=partial(_stack_cameras, cameras=cameras),
+            collate_fn=partial(stack_frames, cameras=cameras),
         )
         done, every = 0, max(1, n // 10)
         for chunk in reads:  # in order: chunk k holds rows [k * ROWS_PER_READ, ...)
