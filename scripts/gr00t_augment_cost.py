@@ -1,5 +1,6 @@
 """Per-sample cost of GR00T's worker-side data path, with and without the training augmentation
-(`augment: isaac-gr00t`), on one thread as a DataLoader worker runs it (torch sets 1 thread in its workers).
+(`augment: isaac-gr00t`, in OpenCV as the reference's albumentations), on one thread as a DataLoader worker
+runs it (torch sets 1 thread in its workers; OpenCV is set to 1 here too).
 
     python scripts/gr00t_augment_cost.py [DATASET] [--samples N] [--batch B]
 
@@ -38,6 +39,9 @@ def main() -> int:
 
         cli(["make-dataset", "--source", "synthetic", "--episodes", "4", "--out", str(root)])
     torch.set_num_threads(1)
+    import cv2
+
+    cv2.setNumThreads(1)
     cameras = tuple(LIBERO_CAMERAS)
     dataset = LeRobotV3Dataset(root, action_horizon=16, cameras=list(cameras))
     augment = Gr00tProcessor.sample_transform("isaac-gr00t", cameras)
@@ -62,7 +66,6 @@ def main() -> int:
             Gr00tProcessor.collate(batch, cameras)
             times.append((time.perf_counter() - start) / args.batch)
         collate[name] = statistics.median(times) if times else float("nan")
-    opencv = opencv_cost([s[0] for s in samples], cameras)
     frame = samples[0][0][cameras[0]].shape
     ms = lambda xs: 1000 * statistics.median(xs)  # noqa: E731
     print(f"dataset {root} ({len(dataset)} frames, {len(cameras)} views of {tuple(frame)}), {n} samples, 1 thread")
@@ -71,43 +74,8 @@ def main() -> int:
     print(f"  collate (batch {args.batch}):     {1000 * collate['plain']:7.2f} ms/sample")
     print(f"  worker total, none:      {ms(read) + 1000 * collate['plain']:7.2f} ms/sample")
     print(f"  worker total, augmented: {ms(read) + ms(aug) + 1000 * collate['augmented']:7.2f} ms/sample")
-    if opencv is not None:
-        print(f"  the same operations in OpenCV (the reference's library, for scale): {opencv:.2f} ms/sample")
     dataset.close()
     return 0
-
-
-def opencv_cost(samples: list[dict], cameras: tuple[str, ...]) -> float | None:
-    """Median ms per sample of the reference's operations written with OpenCV, as albumentations runs them on
-    uint8 (INTER_AREA resizes, a 243x243 crop, the four jitter operations), when cv2 is installed; a scale for
-    our torch version's cost, not part of the harness."""
-    try:
-        import cv2
-        import numpy as np
-    except ImportError:
-        return None
-    cv2.setNumThreads(1)
-    rng = np.random.default_rng(0)
-    hue_lut = lambda f: np.mod(np.arange(256) + 180 * f, 180).astype(np.uint8)  # noqa: E731
-    times = []
-    for sample in samples:
-        start = time.perf_counter()
-        top, left = rng.integers(0, 14, 2)
-        b, c, s, h = rng.uniform(0.7, 1.3), rng.uniform(0.6, 1.4), rng.uniform(0.5, 1.5), rng.uniform(-0.08, 0.08)
-        for camera in cameras:
-            img = np.ascontiguousarray(sample[camera].numpy())
-            img = cv2.resize(img, (256, 256), interpolation=cv2.INTER_AREA)
-            img = cv2.resize(img[top : top + 243, left : left + 243], (256, 256), interpolation=cv2.INTER_AREA)
-            img = cv2.LUT(img, np.clip(np.arange(256) * b, 0, 255).astype(np.uint8))
-            mean = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).mean()
-            img = cv2.LUT(img, np.clip(np.arange(256) * c + mean * (1 - c), 0, 255).astype(np.uint8))
-            grey = cv2.cvtColor(cv2.cvtColor(img, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
-            img = cv2.addWeighted(img, s, grey, 1 - s, 0)
-            hsv = cv2.cvtColor(img, cv2.COLOR_RGB2HSV)
-            hsv[..., 0] = cv2.LUT(hsv[..., 0], hue_lut(h))
-            img = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
 
 
 if __name__ == "__main__":

@@ -430,9 +430,11 @@ def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
 
 @pytest.mark.slow
 def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
-    """The pytest-native path: autosave a benchmark run, then a 30% slower one fails
+    """The pytest-native path: autosave a benchmark run, then one whose every step takes twice as long fails
     `--benchmark-compare-fail` (median:5% as in the README; min:5% too, which a CPU switching speed mid-run,
-    as the cpu_runs fixture describes, does not blur)."""
+    as the cpu_runs fixture describes, does not blur). Twice, not 30%: this gate has no noise model, and on a
+    busy CI machine the autosaved run's fastest step was once 40% slower than the next run's, which hid a 30%
+    slowdown (docs/gates.md); the paired `vlabench gate` above is the one that catches 30%."""
     (tmp_path / "s.yaml").write_text(AA_SCENARIO)
     cmd = [
         sys.executable,
@@ -458,7 +460,7 @@ def test_pytest_benchmark_compare_fail_catches_the_slowdown(tmp_path):
         assert first.returncode == 0, first.stdout[-2000:]
         second = subprocess.run(
             [*cmd, "--benchmark-compare", "--benchmark-compare-fail=median:5%", "--benchmark-compare-fail=min:5%"],
-            env={**env, "VLABENCH_TEST_SLOWDOWN": "0.3"},
+            env={**env, "VLABENCH_TEST_SLOWDOWN": "1.0"},
             capture_output=True,
             text=True,
             cwd=ROOT,

@@ -1,6 +1,7 @@
 """Isaac-GR00T N1.6's training augmentation in the DataLoader workers (models/gr00t/augment.py, loader option
 `augment: isaac-gr00t`): its parameters, seen in what it does to known images; the same batch for a seed and
-batch index whatever the worker count; training only (CPU, tiny, a dataset made by `vlabench make-dataset`)."""
+batch index whatever the worker count; training only (CPU, tiny, a dataset made by `vlabench make-dataset`).
+It runs in OpenCV, as the reference's albumentations does."""
 
 import itertools
 from dataclasses import replace
@@ -14,6 +15,8 @@ from harness.data.pipeline import DatasetFeed, DataSpec, LoaderOptions
 from models.gr00t import FAMILY
 from models.gr00t.augment import AUGMENTATIONS, IsaacGr00tAugment, JitterDraw
 from models.workload import Workload
+
+cv2 = pytest.importorskip("cv2", reason="the isaac-gr00t augmentation runs in OpenCV (the sim extra installs it)")
 
 AUG = AUGMENTATIONS["isaac-gr00t"]
 NO_JITTER = replace(AUG, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0)  # the geometry alone
@@ -79,16 +82,41 @@ def test_each_jitter_operation():
             **{"brightness": 1.0, "contrast": 1.0, "saturation": 1.0, "hue": 0.0, **factors, "order": (op,)}
         )
 
-    x = torch.zeros(1, 3, 2, 2)
-    x[..., 0, :] = 200.0  # top row white-ish grey 200, bottom row black: mean grey 100
-    assert AUG.jitter(x.clone(), one(0, brightness=1.3))[0, :, 0, 0].tolist() == [255.0] * 3  # clipped
-    assert AUG.jitter(x.clone(), one(0, brightness=0.7))[0, :, 0, 0].tolist() == [140.0] * 3
-    contrast = AUG.jitter(x.clone(), one(1, contrast=0.6))[0, 0]
+    x = np.zeros((2, 2, 3), dtype=np.uint8)
+    x[0] = 200  # top row grey 200, bottom row black: mean grey 100
+    before = x.copy()
+    assert AUG.jitter(x, one(0, brightness=1.3))[0, 0].tolist() == [255] * 3  # clipped
+    assert AUG.jitter(x, one(0, brightness=0.7))[0, 0].tolist() == [140] * 3
+    contrast = AUG.jitter(x, one(1, contrast=0.6))[..., 0]
     assert contrast[0, 0] == 160 and contrast[1, 0] == 40  # towards the mean grey 100
-    red = torch.tensor([255.0, 0.0, 0.0]).view(1, 3, 1, 1)
-    assert AUG.jitter(red.clone(), one(2, saturation=0.0)).flatten().tolist() == [76.0] * 3  # its grey
-    assert AUG.jitter(red.clone(), one(3, hue=0.5)).flatten().tolist() == [0.0, 255.0, 255.0]  # half a turn: cyan
-    assert AUG.jitter(red.clone(), one(3, hue=1 / 3)).flatten().tolist() == [0.0, 255.0, 0.0]
+    red = np.array([[[255, 0, 0]]], dtype=np.uint8)
+    assert AUG.jitter(red, one(2, saturation=0.0)).flatten().tolist() == [76] * 3  # its grey
+    assert AUG.jitter(red, one(3, hue=0.5)).flatten().tolist() == [0, 255, 255]  # half a turn: cyan
+    assert AUG.jitter(red, one(3, hue=1 / 3)).flatten().tolist() == [0, 255, 0]
+    # OpenCV's hue has 180 levels: a shift of 1/360 of a turn (half a level) truncates to no change
+    assert AUG.jitter(red, one(3, hue=1 / 360)).flatten().tolist() == [255, 0, 0]
+    assert np.array_equal(x, before)  # the input is never changed in place
+
+
+def test_the_geometry_resizes_with_opencv_inter_area():
+    """The reference's SmallestMaxSize(256, INTER_AREA): a 512x512 view is halved by 2x2 block means."""
+    view = torch.from_numpy(np.random.default_rng(2).integers(0, 256, (512, 512, 3), dtype=np.uint8))
+    halved = AUG.resize_shortest(view.numpy())
+    blocks = view.double().reshape(256, 2, 256, 2, 3).mean(dim=(1, 3))
+    assert halved.shape == (256, 256, 3) and (torch.from_numpy(halved).double() - blocks).abs().max() <= 0.5
+
+
+def test_without_opencv_the_feed_refuses_in_one_line(dataset, monkeypatch):
+    import sys
+
+    from harness.data.errors import DatasetError
+
+    monkeypatch.setitem(sys.modules, "cv2", None)  # what `import cv2` meets when OpenCV is not installed
+    with pytest.raises(
+        DatasetError,
+        match="loader.augment: expected an augmentation whose library is installed.*pip install opencv-python-headless",
+    ):
+        feed(dataset)
 
 
 def test_both_views_get_the_same_draws():
@@ -140,7 +168,7 @@ def test_the_same_batches_whatever_the_worker_count(dataset):
     assert same(resumed[0], serial[2])
     other, _ = batches(dataset, workers=0, seed=1)
     assert not torch.equal(other[0]["images"], serial[0]["images"])
-    assert described["loader"]["augment"] == {"name": "isaac-gr00t", **vars(AUG)}
+    assert described["loader"]["augment"] == {"name": "isaac-gr00t", **vars(AUG), "opencv": cv2.__version__}
 
 
 def test_the_augmentation_changes_the_images_only(dataset):

@@ -378,7 +378,12 @@ class DatasetFeed:
         self.augment = None  # the worker-side training augmentation (`augment:`), when the family has it
         if options.augment != "none":
             make = getattr(self.processor, "sample_transform", None)
-            self.augment = make(options.augment, cameras) if make is not None else None
+            try:
+                self.augment = make(options.augment, cameras) if make is not None else None
+            except ImportError as e:  # a library the augmentation runs in (OpenCV for isaac-gr00t)
+                raise DatasetError(
+                    "loader.augment", None, "an augmentation whose library is installed", str(e)
+                ) from None
             if self.augment is None:
                 raise DatasetError(
                     "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment

@@ -1,29 +1,40 @@
 """Isaac-GR00T N1.6's training image augmentation (loader option `augment: isaac-gr00t`), per sample in the
-DataLoader workers, written from the reference's behaviour (docs/gr00t.md, "The reference's data path"):
+DataLoader workers, written from the reference's behaviour (docs/gr00t.md, "The reference's data path") with the
+library the reference runs it in, OpenCV (albumentations' uint8 operations):
 
-1. the shortest edge resized to 256 (a no-op on LIBERO's 256x256 frames),
+1. the shortest edge resized to 256 with INTER_AREA (a no-op on LIBERO's 256x256 frames),
 2. a random crop of 95% of each side (`int(side * 0.95)`, at a uniformly drawn position),
-3. the shortest edge resized back to 256,
-4. colour jitter: brightness x U[0.7, 1.3], contrast x U[0.6, 1.4] (towards the image's mean grey), saturation
-   x U[0.5, 1.5] (towards each pixel's grey), hue + U[-0.08, 0.08] of a turn, the four in a random order.
+3. the shortest edge resized back to 256 with INTER_AREA,
+4. colour jitter, the four in a random order: brightness x U[0.7, 1.3] and contrast x U[0.6, 1.4] (towards the
+   view's mean grey) as 256-entry lookup tables, saturation x U[0.5, 1.5] towards each pixel's grey
+   (`addWeighted`), hue + U[-0.08, 0.08] of a turn on OpenCV's 180-level uint8 HSV hue.
 
 Every view of a sample gets the same crop and the same jitter (the reference replays the first view's draws).
-Pixels stay uint8 between the operations (rounded and clipped after each, as the reference's uint8 operations
-are). Where we differ: the resizes are torch's antialiased bilinear, not OpenCV's INTER_AREA, and the hue
-shift is done on a continuous hue, not OpenCV's 180-level uint8 one; no shape or parameter differs.
+Where we differ: the draws come from the generator passed in (the harness seeds one per sample from the run's
+seed and the sample's position in the stream, so a batch is the same whatever the worker count), not from the
+workers' global `random` state; the lookup tables truncate to uint8 as albumentations' do, which albucore
+versions may round differently by one level.
 
-Randomness comes only from the generator passed in (the harness seeds one per sample from the run's seed and
-the sample's position in the stream), so a batch is the same whatever the worker count.
+OpenCV is imported when the augmentation first runs (it is optional: `pip install opencv-python-headless`, or
+the `sim` extra's opencv-python).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
-GREY = (0.299, 0.587, 0.114)  # OpenCV's RGB -> grey weights, the reference's contrast and saturation
+OPENCV_MISSING = "loader.augment isaac-gr00t runs in OpenCV, as the reference does: pip install opencv-python-headless"
+
+
+def opencv():
+    try:
+        import cv2
+    except ImportError:
+        raise ImportError(OPENCV_MISSING) from None
+    return cv2
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,7 @@ class IsaacGr00tAugment:
     hue: float = 0.08
 
     def describe(self) -> dict:
-        return {"name": "isaac-gr00t", **asdict(self)}
+        return {"name": "isaac-gr00t", **asdict(self), "opencv": opencv().__version__}
 
     # -- draws, in a fixed order from one generator
     def draw_crop(self, height: int, width: int, generator: torch.Generator) -> tuple[int, int, int, int]:
@@ -73,71 +84,57 @@ class IsaacGr00tAugment:
             order,
         )
 
-    # -- the operations: the geometry on uint8 [V, 3, H, W], the jitter on float [V, 3, H, W] of uint8 values
-    def resize_shortest(self, x: torch.Tensor) -> torch.Tensor:
-        h, w = x.shape[-2:]
+    # -- the operations, on one view: uint8 [H, W, 3] (RGB) in, uint8 out
+    def resize_shortest(self, view: np.ndarray) -> np.ndarray:
+        h, w = view.shape[:2]
         scale = self.shortest_edge / min(h, w)
         size = (max(1, round(h * scale)), max(1, round(w * scale)))
         if size == (h, w):
-            return x
-        # torch resizes uint8 directly (rounded), fastest channels-last; antialiased when it shrinks
-        x = x.contiguous(memory_format=torch.channels_last)
-        return F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=scale < 1)
+            return view
+        return opencv().resize(view, size[::-1], interpolation=opencv().INTER_AREA)
 
-    def geometry(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Steps 1-3: resize, random 95% crop, resize back."""
-        x = self.resize_shortest(x)
-        top, left, ch, cw = self.draw_crop(x.shape[-2], x.shape[-1], generator)
-        return self.resize_shortest(x[..., top : top + ch, left : left + cw])
+    def geometry(self, views: list[np.ndarray], generator: torch.Generator) -> list[np.ndarray]:
+        """Steps 1-3 for every view with one crop: resize, random 95% crop, resize back."""
+        views = [self.resize_shortest(v) for v in views]
+        top, left, ch, cw = self.draw_crop(*views[0].shape[:2], generator)
+        return [self.resize_shortest(np.ascontiguousarray(v[top : top + ch, left : left + cw])) for v in views]
 
     @staticmethod
-    def jitter(x: torch.Tensor, d: JitterDraw) -> torch.Tensor:
+    def jitter(view: np.ndarray, d: JitterDraw) -> np.ndarray:
+        cv2 = opencv()
         for op in d.order:
             if op == 0:
-                x = _uint8(x.mul_(d.brightness))
+                view = cv2.LUT(view, _table(np.arange(256) * d.brightness))
             elif op == 1:
-                # per view; in float64, so that the sum's order (the thread count) cannot move a rounding
-                mean = _grey(x).double().mean(dim=(-3, -2, -1), keepdim=True).to(x.dtype)
-                x = _uint8(x.mul_(d.contrast).add_(mean * (1 - d.contrast)))
+                mean = cv2.cvtColor(view, cv2.COLOR_RGB2GRAY).mean()
+                view = cv2.LUT(view, _table(np.arange(256) * d.contrast + mean * (1 - d.contrast)))
             elif op == 2:
-                grey = _grey(x).mul_(1 - d.saturation)  # before x changes in place
-                x = _uint8(x.mul_(d.saturation).add_(grey))
+                grey = cv2.cvtColor(cv2.cvtColor(view, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
+                view = cv2.addWeighted(view, d.saturation, grey, 1 - d.saturation, 0)
             else:
-                x = _uint8(shift_hue(x, d.hue))
-        return x
+                view = shift_hue(view, d.hue)
+        return view
 
     def __call__(self, frames: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """uint8 [V, H, W, 3] (a sample's views) -> uint8 [V, H', W', 3], the same draws for every view."""
-        x = self.geometry(frames.permute(0, 3, 1, 2), generator)
-        x = self.jitter(x.contiguous().float(), self.draw_jitter(generator))
-        return x.to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+        views = self.geometry([np.ascontiguousarray(v) for v in frames.numpy()], generator)
+        draw = self.draw_jitter(generator)
+        return torch.from_numpy(np.stack([self.jitter(v, draw) for v in views]))
 
 
-def _uint8(x: torch.Tensor) -> torch.Tensor:
-    return x.round_().clamp_(0, 255)
+def _table(values: np.ndarray) -> np.ndarray:
+    """A uint8 lookup table from float values: clipped to 0..255, then truncated (albumentations' LUTs)."""
+    return np.clip(values, 0, 255).astype(np.uint8)
 
 
-def _grey(x: torch.Tensor) -> torch.Tensor:
-    return torch.einsum("vchw,c->vhw", x, torch.tensor(GREY, dtype=x.dtype)).unsqueeze(1)
-
-
-def shift_hue(x: torch.Tensor, turn: float) -> torch.Tensor:
-    """RGB [V, 3, H, W] (0-255) with its hue rotated by `turn` (|turn| <= 0.5) of a full turn (HSV), value and
-    saturation kept. Masks as 0/1 factors rather than torch.where, which is several times slower on the CPU."""
-    r, g, b = x.unbind(1)
-    v = x.amax(dim=1)
-    c = v - x.amin(dim=1)
-    red = (r == v).to(x.dtype)  # which channel holds the maximum: red, else green, else blue
-    green = (g == v).to(x.dtype).mul_(1 - red)
-    blue = 1 - red - green
-    # the hue in sixths of a turn: (g - b) / c from red, (b - r) / c + 2 from green, (r - g) / c + 4 from blue
-    h = red * (g - b) + green * (b - r + 2 * c) + blue * (r - g + 4 * c)
-    h = h.div_(c.clamp(min=1e-6)).add_(6 * turn + 6)  # in [2, 20) for |turn| <= 0.5
-    # back to RGB: channel n is v - c * clamp(min(k, 4 - k), 0, 1) with k = (n + h) mod 6, n = 5, 3, 1
-    k = torch.tensor([5.0, 3.0, 1.0], dtype=x.dtype).view(1, 3, 1, 1) + h.unsqueeze(1)
-    k = k.sub_(k.div(6).floor_().mul_(6))
-    k = torch.minimum(k, 4 - k).clamp_(0, 1)
-    return v.unsqueeze(1) - c.unsqueeze(1) * k
+def shift_hue(view: np.ndarray, turn: float) -> np.ndarray:
+    """RGB uint8 with its hue rotated by `turn` of a full turn on OpenCV's uint8 HSV (hue in 0..179)."""
+    cv2 = opencv()
+    if turn == 0:
+        return view
+    hsv = cv2.cvtColor(view, cv2.COLOR_RGB2HSV)
+    hsv[..., 0] = cv2.LUT(hsv[..., 0], np.mod(np.arange(256) + 180 * turn, 180).astype(np.uint8))
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
 
 
 @dataclass(frozen=True)

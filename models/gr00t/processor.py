@@ -242,10 +242,13 @@ class Gr00tProcessor(ProcessorSteps):
         """The training augmentation `name` (loader option `augment`) as the per-sample step the DataLoader
         workers run before `collate` (augment.py: Isaac-GR00T's crop, resize and colour jitter); None for a name
         this family does not have. Training only: evaluation (`observation_batch`) never runs it."""
-        from .augment import AUGMENTATIONS, SampleAugment
+        from .augment import AUGMENTATIONS, SampleAugment, opencv
 
         augment = AUGMENTATIONS.get(name)
-        return None if augment is None else SampleAugment(tuple(cameras), augment)
+        if augment is None:
+            return None
+        opencv()  # ImportError with the install line here, not in a DataLoader worker
+        return SampleAugment(tuple(cameras), augment)
 
     # -- evaluation
     def observation_batch(self, observations: list[dict], cameras=("image", "wrist_image")) -> dict:
