@@ -1,5 +1,5 @@
 """What the CUDA-graph steps share (models/whole_step_graph.py, models/gr00t/graphs.py): the warm-up of torch's
-capture recipe and the key a captured graph is kept under."""
+capture recipe, the key a captured graph is kept under, and what a captured optimizer step needs."""
 
 from __future__ import annotations
 
@@ -45,3 +45,39 @@ def warm_up(
             then()
     torch.cuda.current_stream().wait_stream(side)
     drop_grads(params)
+
+
+def init_optimizer_state(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+    """Create the optimizer's state outside a capture, so the graph does not re-create it on every replay: one
+    step on all-zero gradients with weight decay off (an update of exactly zero), then the state reset to the
+    zeros a fresh optimizer starts from, so the first replayed step is the eager first step. Leaves the
+    gradients set to those zeros."""
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    decays = [group.get("weight_decay", 0.0) for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["weight_decay"] = 0.0
+    optimizer.step()
+    for group, decay in zip(optimizer.param_groups, decays):
+        group["weight_decay"] = decay
+    with torch.no_grad():
+        for state in optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    value.zero_()
+
+
+def learning_rates(optimizer: torch.optim.Optimizer) -> tuple[float, ...]:
+    """The groups' learning rates: a captured optimizer step keeps the ones it was captured with."""
+    return tuple(float(group["lr"]) for group in optimizer.param_groups)
+
+
+def check_learning_rates(optimizer: torch.optim.Optimizer, captured: tuple[float, ...], option: str) -> None:
+    """Refuse to replay a captured optimizer step after the learning rate changed (a schedule): the graph would
+    silently keep applying the old one."""
+    now = learning_rates(optimizer)
+    if now != captured:
+        raise ValueError(
+            f"{option}: the learning rate changed from {captured} to {now} after the optimizer step was captured; "
+            "a schedule needs the optimizer step outside the graph"
+        )

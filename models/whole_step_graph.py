@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .graph_capture import WARMUP, shape_key, warm_up
+from .graph_capture import WARMUP, check_learning_rates, init_optimizer_state, learning_rates, shape_key, warm_up
 
 
 @dataclass
@@ -33,6 +33,7 @@ class _Graph:
     graph: torch.cuda.CUDAGraph
     inputs: dict  # static buffers the batch is copied into before each replay
     loss: torch.Tensor  # written by each replay
+    lrs: tuple[float, ...]  # the learning rates the optimizer step was captured with
 
 
 class WholeStepGraph:
@@ -67,6 +68,7 @@ class WholeStepGraph:
             for name, value in batch.items():
                 if isinstance(value, torch.Tensor):
                     entry.inputs[name].copy_(value, non_blocking=True)
+        check_learning_rates(self.optimizer, entry.lrs, "cuda_graphs: whole-step")
         entry.graph.replay()
         self.replays += 1
         return entry.loss.detach().clone()  # the next replay overwrites the graph's output
@@ -85,27 +87,11 @@ class WholeStepGraph:
                     f"cuda_graphs: every batch tensor must be on a CUDA device, {name!r} is on {value.device}"
                 )
         inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        warm_up(self.warmup, self.loss_fn, self.model, inputs, self.params, then=self._init_optimizer_state)
+        init = None if self.optimizer.state else lambda: init_optimizer_state(self.optimizer, self.params)
+        warm_up(self.warmup, self.loss_fn, self.model, inputs, self.params, then=init)
         graph = torch.cuda.CUDAGraph()
         # thread_local: a loader thread may copy the next batch to the device meanwhile
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             loss = self._step(inputs)
         self.captures += 1
-        return _Graph(graph, inputs, loss)
-
-    def _init_optimizer_state(self) -> None:
-        """Create the optimizer's state outside the capture (one step on zero gradients), then reset it to the
-        zeros a fresh optimizer starts from, so the first replayed step is the eager first step."""
-        for p in self.params:
-            p.grad = torch.zeros_like(p)
-        decays = [group.get("weight_decay", 0.0) for group in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["weight_decay"] = 0.0
-        self.optimizer.step()
-        for group, decay in zip(self.optimizer.param_groups, decays):
-            group["weight_decay"] = decay
-        with torch.no_grad():
-            for state in self.optimizer.state.values():
-                for value in state.values():
-                    if isinstance(value, torch.Tensor):
-                        value.zero_()
+        return _Graph(graph, inputs, loss, learning_rates(self.optimizer))

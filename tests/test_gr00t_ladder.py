@@ -39,8 +39,11 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
         "ok",
         "ok",
         "unsupported",
+        "unsupported",
     ]
     assert rungs["skip-lm-head"]["substituted"] == {"cuda_graphs": "True -> False"}
+    # the rung that introduces the optimizer's graph is its measurement: nothing stands in for it on the CPU
+    assert "CUDA" in rungs["graphed-optimizer"]["reason"] and not rungs["graphed-optimizer"].get("substituted")
     assert rungs["skip-lm-head"]["loss_parity"]["pass"]  # the discarded logits change no loss
     # compiled blocks (aot_eager on the CPU target) keep eager's dropout draws: parity holds tightly
     assert len(rungs["compile"]["applied"]["compile_units"]) == 2 + 4 + 4 and rungs["compile"]["loss_parity"]["pass"]

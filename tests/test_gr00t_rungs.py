@@ -1,5 +1,5 @@
-"""GR00T N1.6 rungs beyond the model: per-micro-batch CUDA graphs (`cuda_graphs`) and FP8 DiT linears
-(`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
+"""GR00T N1.6 rungs beyond the model: per-micro-batch CUDA graphs (`cuda_graphs`), the optimizer step in a graph
+of its own (`adamw: fused`, `graph_optimizer`) and FP8 DiT linears (`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
 installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
 
 import importlib.util
@@ -65,6 +65,36 @@ def test_graphed_step_needs_cuda_tensors():
         step(batch)
     with pytest.raises(ValueError, match="more than vl_pad=8"):
         GraphedStep(FAMILY.loss, model, opt, 8, model.cfg.pad_token_id)(batch)
+
+
+def test_graph_optimizer_options_and_refusals():
+    graphed = {"vl_pad": 64, "cuda_graphs": True, "adamw": "fused", "graph_optimizer": True}
+    with pytest.raises(SchemaError, match=r"^graph_optimizer: expected cuda_graphs: true as well"):
+        parse_options({"graph_optimizer": True})
+    with pytest.raises(SchemaError, match="adamw"):
+        parse_options({"adamw": "apex"})
+    model = build(graphed)
+    optimizer = FAMILY.optimizer(model, parse_options(graphed), WORKLOAD, "cuda")
+    assert all(g["fused"] and g["capturable"] for g in optimizer.param_groups)
+    step = FAMILY.make_step(model, optimizer, parse_options(graphed))
+    assert isinstance(step, GraphedStep) and step.graph_optimizer
+    plain = FAMILY.optimizer(model, parse_options({}), WORKLOAD, "cpu")  # the reference's: foreach, on the host
+    assert not any(g["fused"] or g["capturable"] for g in plain.param_groups)
+    with pytest.raises(ValueError, match="graph_optimizer: needs an optimizer made with capturable=True"):
+        FAMILY.make_step(model, plain, parse_options(graphed))
+    notes = FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, graphed, WORKLOAD)
+    assert any("AdamW fused" in n for n in notes) and any("second CUDA graph" in n for n in notes)
+
+
+def test_a_captured_optimizer_step_refuses_a_changed_learning_rate():
+    from models.graph_capture import check_learning_rates, learning_rates
+
+    optimizer = torch.optim.AdamW([nn.Parameter(torch.zeros(2))], lr=1e-4)
+    captured = learning_rates(optimizer)
+    check_learning_rates(optimizer, captured, "graph_optimizer")  # unchanged: replays
+    optimizer.param_groups[0]["lr"] = 5e-5
+    with pytest.raises(ValueError, match=r"graph_optimizer: the learning rate changed from \(0.0001,\) to \(5e-05,\)"):
+        check_learning_rates(optimizer, captured, "graph_optimizer")
 
 
 def test_out_of_graph_all_reduce_settings():
@@ -216,6 +246,31 @@ def test_graphed_training_steps_match_eager_and_reuse_the_graph():
     assert (step.captures, step.replays) == (2, 6)
     entry = next(e for e in step.graphs.values() if e.inputs["input_ids"].shape[0] == 2)
     assert all(p.grad is g for p, g in zip(step.params, entry.grads))
+
+
+@needs_cuda
+def test_graphed_optimizer_steps_match_eager_fused_steps():
+    """The clipping and fused AdamW step replayed from their own graph: the same losses and weights as the eager
+    fused step over four steps, one optimizer graph per batch shape, and the optimizer's state kept across
+    shapes (a second shape's capture does not reset it)."""
+    graphed = {"vl_pad": 64, "cuda_graphs": True, "adamw": "fused", "graph_optimizer": True}
+    eager, model, step = cuda_pair(graphed, dropout=False, eager_drops=("cuda_graphs", "graph_optimizer"))
+    eager_opts = parse_options({"vl_pad": 64, "adamw": "fused"})
+    eager_step = FAMILY.make_step(eager, FAMILY.optimizer(eager, eager_opts, WORKLOAD, "cuda"), eager_opts)
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 4, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):
+        loss, ref = step(batch), eager_step(batch)
+        assert torch.allclose(loss, ref, rtol=1e-4), (i, loss, ref)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6), name
+    entry = next(iter(step.graphs.values()))
+    assert entry.optimizer_graph is not None and (step.captures, step.replays) == (1, 4)
+    steps = {int(s["step"].item()) for s in step.optimizer.state.values()}
+    assert steps == {4}  # the zero update that made the state is not counted
+    small = FAMILY.make_batches("tiny", replace(WORKLOAD, batch_size=1), 1, "cuda", torch.float32, 0)[0]
+    step(small)
+    assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {5}
+    assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
 
 
 @needs_cuda

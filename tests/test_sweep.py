@@ -142,8 +142,9 @@ GR00T_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios/gr00t-loong
 
 
 def test_gr00t_sweep_configurations_come_from_the_family():
-    """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the compile
-    rung: the graphs are substituted there, FP8 is not), with recompute and compile written in GR00T's options."""
+    """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the
+    compile rung: the graphs are substituted there, FP8 is not), with recompute and compile written
+    in GR00T's options."""
     from harness.ladder.sweep_cli import _trainable_on
     from harness.machine.hardware import get_target
     from models.gr00t import FAMILY as GR00T

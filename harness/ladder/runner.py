@@ -52,8 +52,9 @@ def with_substitutes(scenario: Scenario, target: Target, rung, caps: frozenset):
     # baseline, not an optimization: it may take a stand-in like the rungs after it.
     if rung.name != scenario.ladder[0].name and any(k in rung.options for k in subs):
         return rung, {}
+    subs = {k: v for k, v in subs.items() if k in rung.cumulative}  # an option the rung never set keeps its default
     cumulative = {**rung.cumulative, **subs}
-    changed = {k: f"{rung.cumulative.get(k)} -> {v}" for k, v in subs.items() if rung.cumulative.get(k) != v}
+    changed = {k: f"{rung.cumulative[k]} -> {v}" for k, v in subs.items() if rung.cumulative[k] != v}
     swapped = dataclasses.replace(rung, cumulative=cumulative)
     if not changed or unsupported_reason(scenario, target, swapped, caps) is not None:
         return rung, {}

@@ -65,7 +65,7 @@ class Gr00tFamily(ModelFamily):
                     "fp32 and the same math: padding shifts every RoPE position by the same amount "
                     "(relative angles unchanged) and changes GEMM shapes, so only float sums reorder"
                 )
-            return 1e-4, "fp32 with another attention kernel: reassociated sums differ by ~1e-7 per op"
+            return 1e-4, "fp32 with other kernels (attention, fused AdamW): reassociated sums differ by ~1e-7 per op"
         return 2e-2, (
             "bf16 keeps 8 mantissa bits (~0.4% per rounding); other kernels or shapes round differently "
             "and the bf16 forward drifts over the steps (VL padding to 220 or eager attention: up to "
@@ -87,6 +87,10 @@ class Gr00tFamily(ModelFamily):
             )
         if opts.vl_pad is not None and opts.vl_pad != prev.vl_pad:
             notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
+        if opts.adamw != prev.adamw:
+            notes.append(f"AdamW {opts.adamw} (torch's multi-tensor kernels; the same update up to rounding)")
+        if opts.graph_optimizer and not prev.graph_optimizer:
+            notes.append("gradient clipping and the AdamW step replayed from a second CUDA graph after the first")
         if opts.cuda_graphs and not prev.cuda_graphs:
             notes.append(
                 "forward and backward replayed as one CUDA graph per batch shape; the gradient all-reduce "
@@ -133,16 +137,27 @@ class Gr00tFamily(ModelFamily):
         self, model: torch.nn.Module, options: Gr00tOptions, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
         """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
-        betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms."""
-        return torch.optim.AdamW(weight_decay_groups(model, WEIGHT_DECAY), lr=workload.lr, betas=(0.9, 0.999), eps=1e-8)
+        betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms; fused with `adamw: fused`,
+        its step counter on the device (`capturable`) when `graph_optimizer` captures its step."""
+        return torch.optim.AdamW(
+            weight_decay_groups(model, WEIGHT_DECAY),
+            lr=workload.lr,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            fused=options.adamw == "fused" or None,
+            capturable=options.graph_optimizer,
+        )
 
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Gr00tOptions) -> Step:
         """The standard step, or with `cuda_graphs` one that replays a captured forward and backward per batch
-        shape (graphs.py); clipping at 1.0, the optimizer step and any all-reduce run outside the graph."""
+        shape (graphs.py); any all-reduce runs after the replay, then clipping at 1.0 and the optimizer step,
+        eagerly or (`graph_optimizer`) replayed from a graph of their own."""
         if not options.cuda_graphs:
             return standard_step(self.loss, model, optimizer)
         pad_id = getattr(model, "module", model).cfg.pad_token_id
-        return GraphedStep(self.loss, model, optimizer, options.vl_pad, pad_id, options.ddp)
+        return GraphedStep(
+            self.loss, model, optimizer, options.vl_pad, pad_id, options.ddp, graph_optimizer=options.graph_optimizer
+        )
 
     def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)

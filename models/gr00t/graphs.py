@@ -3,8 +3,9 @@
 padded to 220, gradient sync outside the graph in coalesced 400 MB bf16 buckets).
 
 One graph holds a micro-batch's forward and backward. The step pads the VL tokens to `vl_pad`, copies the batch
-into the graph's static input buffers and replays; the optimizer step, gradient clipping and the all-reduce run
-eagerly after the replay. A graph is captured on the first batch of each distinct shape (a few eager
+into the graph's static input buffers and replays; the all-reduce, gradient clipping and the optimizer step run
+after the replay: eagerly, or (`graph_optimizer`) the clipping and a capturable AdamW step replayed from a
+second graph per shape, captured after the first (the optimizer's state made beforehand by a zero update). A graph is captured on the first batch of each distinct shape (a few eager
 forward/backward iterations on a side stream first, so lazy initialisation happens outside the capture) and
 kept: later batches of that shape only replay it.
 
@@ -32,7 +33,14 @@ import torch.distributed as dist
 from torch import nn
 
 from ..family import DdpFlags
-from ..graph_capture import WARMUP, shape_key, warm_up
+from ..graph_capture import (
+    WARMUP,
+    check_learning_rates,
+    init_optimizer_state,
+    learning_rates,
+    shape_key,
+    warm_up,
+)
 from .model import pad_vl
 
 
@@ -42,6 +50,8 @@ class Captured:
     inputs: dict  # static input buffers, copied into before each replay
     loss: torch.Tensor  # the graph's output
     grads: list  # the gradient tensors the graph writes, one per trainable parameter (None if it gets none)
+    optimizer_graph: torch.cuda.CUDAGraph | None = None  # clipping and the optimizer step on those gradients
+    lrs: tuple[float, ...] = ()  # the learning rates the optimizer graph was captured with
 
 
 def comm_settings(flags: DdpFlags | None) -> tuple[float, torch.dtype]:
@@ -111,24 +121,52 @@ class GraphedStep:
         flags: DdpFlags | None = None,
         clip: float = 1.0,
         warmup: int = WARMUP,
+        graph_optimizer: bool = False,
     ):
+        if graph_optimizer and not all(group.get("capturable") for group in optimizer.param_groups):
+            raise ValueError("graph_optimizer: needs an optimizer made with capturable=True")
         self.loss_fn, self.optimizer, self.clip, self.warmup = loss_fn, optimizer, clip, warmup
+        self.graph_optimizer = graph_optimizer
         self.wrapper = model
         self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.vl_pad, self.pad_id = vl_pad, pad_id
         self.bucket_mb, self.comm_dtype = comm_settings(flags)
         self.graphs: dict[tuple, Captured] = {}
+        self.last_shape: tuple | None = None
         self.captures = self.replays = 0
 
     def __call__(self, batch: dict) -> torch.Tensor:
         loss = self.forward_backward(batch)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and _syncing(self.wrapper):
             average_gradients([p.grad for p in self.params if p.grad is not None], self.bucket_mb, self.comm_dtype)
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
+        if self.graph_optimizer:
+            entry = self.graphs[self.last_shape]
+            if entry.optimizer_graph is None:
+                entry.optimizer_graph, entry.lrs = self._capture_optimizer(), learning_rates(self.optimizer)
+            check_learning_rates(self.optimizer, entry.lrs, "graph_optimizer")
+            entry.optimizer_graph.replay()
+        else:
+            self._optimizer_step()
         # no zero_grad: the next replay overwrites the graph's gradient tensors
         return loss
+
+    def _optimizer_step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.optimizer.step()
+
+    def _capture_optimizer(self) -> torch.cuda.CUDAGraph:
+        """The clipping and optimizer step on the current shape's gradient tensors, as a graph. The optimizer's
+        state is made first, outside the capture, by a zero update (once: a later shape keeps the state)."""
+        grads = [p.grad for p in self.params]
+        if not self.optimizer.state:
+            init_optimizer_state(self.optimizer, self.params)
+            for p, g in zip(self.params, grads):
+                p.grad = g
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            self._optimizer_step()
+        return graph
 
     def forward_backward(self, batch: dict) -> torch.Tensor:
         """Replay (capturing first if the shape is new) and leave the gradients in `.grad`; the loss, detached."""
@@ -140,7 +178,7 @@ class GraphedStep:
                     f"cuda_graphs: every batch entry must be a CUDA tensor, {key!r} is "
                     f"{value.device if isinstance(value, torch.Tensor) else type(value).__name__}"
                 )
-        shape = shape_key(batch)
+        shape = self.last_shape = shape_key(batch)
         entry = self.graphs.get(shape)
         if entry is None:
             entry = self.graphs[shape] = self._capture(batch)

@@ -38,10 +38,20 @@ class Gr00tOptions:
     # One CUDA graph per micro-batch shape holding forward and backward (LoongForge's per-micro-batch graphs);
     # the optimizer step, clipping and the gradient all-reduce stay outside. Needs vl_pad (fixed shapes).
     cuda_graphs: bool = False
+    # torch AdamW's implementation: foreach (torch's default, as transformers' adamw_torch trains) or fused
+    adamw: Literal["foreach", "fused"] = "foreach"
+    # Gradient clipping and the AdamW step replayed from a second CUDA graph after the forward/backward graph
+    # (and the all-reduce), with the optimizer's step counter on the device (capturable). Needs cuda_graphs
+    # and a constant learning rate (a schedule is refused at the first changed step).
+    graph_optimizer: bool = False
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 
     def __post_init__(self):
+        if self.graph_optimizer and not self.cuda_graphs:
+            raise SchemaError(
+                "graph_optimizer", "cuda_graphs: true as well (it replays after that graph)", "cuda_graphs false"
+            )
         if self.cuda_graphs and self.vl_pad is None:
             raise SchemaError(
                 "cuda_graphs", "vl_pad set as well (a graph needs a fixed VL length, e.g. 220)", "vl_pad null"
