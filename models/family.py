@@ -41,6 +41,9 @@ class DdpFlags:
     bucket_cap_mb: Annotated[float, POSITIVE] | None = None
     comm_hook: CommHook | None = None
     bucket_dtype: Literal["bf16", "fp32"] | None = None  # buckets only (default bf16)
+    # buckets only: reverse parameter order (LoongForge's, the default), or the order the first synchronised
+    # backward produced the gradients in (buckets rebuilt after it, as torch DDP rebuilds its own)
+    bucket_order: Literal["reverse", "arrival"] | None = None
 
     def __post_init__(self):
         ddp_only = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "comm_hook")
@@ -52,11 +55,15 @@ class DdpFlags:
             )
         if self.implementation == "torch-ddp" and self.bucket_dtype is not None:
             raise SchemaError("bucket_dtype", "implementation: buckets (DDP compresses with comm_hook)", "torch-ddp")
+        if self.implementation == "torch-ddp" and self.bucket_order is not None:
+            raise SchemaError("bucket_order", "implementation: buckets (DDP orders its own buckets)", "torch-ddp")
 
     def as_dict(self) -> dict:
         """DistributedDataParallel's keyword arguments and the hook (torch-ddp)."""
         return {
-            k: v for k, v in to_plain(self).items() if v is not None and k not in ("implementation", "bucket_dtype")
+            k: v
+            for k, v in to_plain(self).items()
+            if v is not None and k not in ("implementation", "bucket_dtype", "bucket_order")
         }
 
 

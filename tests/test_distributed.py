@@ -149,6 +149,62 @@ def test_buckets_are_reverse_order_and_bounded():
     assert wrapped.timings(device.elapsed_s) == {"bucket_lead_ms": [], "comm_tail_ms": []}
 
 
+def test_arrival_order_buckets_are_rebuilt_after_the_first_backward():
+    """A module registered last but used first (an encoder) gets its gradients last: reverse order puts it in
+    the first bucket, which then launches only when backward ends. With `order="arrival"` the first synchronised
+    backward records the order and the buckets are rebuilt in it; the averaged gradients stay each parameter's
+    own (one process: averaging is the identity, so they equal an unwrapped copy's)."""
+    import copy
+
+    import torch.distributed as dist
+    from torch import nn
+
+    from harness.ladder.grad_buckets import BucketedDataParallel
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    class EncoderLast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(*(nn.Linear(32, 32) for _ in range(3)))
+            self.encoder = nn.Linear(8, 32)  # registered last, used first
+
+        def forward(self, x):
+            return self.body(self.encoder(x))
+
+    torch.manual_seed(0)
+    model = EncoderLast()
+    plain = copy.deepcopy(model)
+    wrapped = BucketedDataParallel(model, bucket_mb=0.005, dtype="fp32", order="arrival")  # ~1.3k elements
+    assert wrapped.buckets[0].params[:2] == [model.encoder.bias, model.encoder.weight]  # reverse order
+    x = torch.randn(4, 8)
+    for step in range(2):
+        for m in (model, plain):
+            m.zero_grad(set_to_none=True)
+        wrapped(x).sum().backward()
+        plain(x).sum().backward()
+        for (name, a), b in zip(model.named_parameters(), plain.parameters()):
+            assert torch.equal(a.grad, b.grad), (step, name)
+        if step == 0:  # rebuilt after the first synchronised backward: the last layer first, the encoder last
+            order = [p for b in wrapped.buckets for p in b.params]
+            assert order[0] is model.body[2].bias or order[0] is model.body[2].weight
+            assert set(map(id, order[-2:])) == {id(model.encoder.weight), id(model.encoder.bias)}
+            assert sorted(map(id, order)) == sorted(id(p) for p in model.parameters())
+    with pytest.raises(ValueError, match="bucket order: expected reverse or arrival"):
+        BucketedDataParallel(plain, order="forward")
+
+
+def test_bucket_order_is_a_buckets_flag():
+    from models.family import DdpFlags
+    from models.schema import SchemaError, parse
+
+    flags = parse(DdpFlags, {"implementation": "buckets", "bucket_order": "arrival"})
+    assert flags.bucket_order == "arrival" and "bucket_order" not in flags.as_dict()
+    with pytest.raises(SchemaError, match="bucket_order: expected implementation: buckets"):
+        parse(DdpFlags, {"bucket_order": "arrival"})
+
+
 def test_torchrun_command():
     assert rung_command("s", "o")[1:] == ["-m", "harness.ladder.rung", "s", "o"]
     cmd = rung_command("s", "o", 4)

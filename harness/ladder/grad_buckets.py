@@ -4,8 +4,15 @@ contiguous buckets of at most `bucket_mb`; as soon as backward has produced ever
 is cast to the communication dtype (bf16) and all-reduced asynchronously, so communication overlaps the rest of
 backward. When backward ends, every bucket is waited for, averaged and copied back into the gradients.
 
+With `order="arrival"` the first synchronised backward runs on those reverse-order buckets and records the order
+its gradients arrived in; the buckets are then rebuilt in that order (torch DDP rebuilds its buckets after its
+first iteration likewise). Reverse order misplaces a module registered late whose gradients come late: GR00T registers
+its action and state encoders after the DiT they feed, so they share the first bucket with the action decoder,
+and that bucket launches only when the DiT's backward is through (a bucket launches when its last gradient
+arrives).
+
 Used in place of DistributedDataParallel (same `no_sync()` for measuring exposed communication), through the
-rung option `ddp: {implementation: buckets, bucket_cap_mb: 400, bucket_dtype: bf16}`.
+rung option `ddp: {implementation: buckets, bucket_cap_mb: 400, bucket_dtype: bf16}` (and `bucket_order`).
 
 Given an event factory (the device's timing events), each synchronised backward also records when each bucket
 was launched and when backward's last gradient arrived and when every bucket was back: `timings()` turns that
@@ -58,28 +65,28 @@ class _Bucket:
 
 class BucketedDataParallel(nn.Module):
     def __init__(
-        self, module: nn.Module, bucket_mb: float = 400.0, dtype: str = "bf16", process_group=None, event=None
+        self,
+        module: nn.Module,
+        bucket_mb: float = 400.0,
+        dtype: str = "bf16",
+        process_group=None,
+        event=None,
+        order: str = "reverse",
     ):
         super().__init__()
+        if order not in ("reverse", "arrival"):
+            raise ValueError(f"bucket order: expected reverse or arrival, got {order!r}")
         self.module = module
         self._event = event  # a factory of recordable timing events, or None: no timing
         self._steps: list[tuple[list, object, object]] = []  # (launch per bucket, backward end, all averaged)
         self._launched: list = []
         self.group = process_group
         self.world = dist.get_world_size(process_group)
-        comm = COMM_DTYPES[dtype]
-        limit = bucket_mb * 2**20 / torch.finfo(comm).bits * 8  # elements per bucket
+        self._comm = COMM_DTYPES[dtype]
+        self._limit = bucket_mb * 2**20 / torch.finfo(self._comm).bits * 8  # elements per bucket
         params = [p for p in module.parameters() if p.requires_grad][::-1]
-        self.buckets: list[_Bucket] = []
-        current: list[nn.Parameter] = []
-        for p in params:
-            if current and sum(q.numel() for q in current) + p.numel() > limit:
-                self.buckets.append(_Bucket(len(self.buckets), current, comm))
-                current = []
-            current.append(p)
-        if current:
-            self.buckets.append(_Bucket(len(self.buckets), current, comm))
-        self._bucket_of = {id(p): b for b in self.buckets for p in b.params}
+        self._make_buckets(params)
+        self._arrivals: list[nn.Parameter] | None = [] if order == "arrival" else None  # recorded once
         self._syncing = True
         self._pending = False
         # every rank starts from the same weights, as DDP makes sure of
@@ -87,6 +94,19 @@ class BucketedDataParallel(nn.Module):
             dist.broadcast(tensor.data, src=0, group=process_group)
         for p in params:
             p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def _make_buckets(self, params: list[nn.Parameter]) -> None:
+        """Contiguous buckets over `params` in that order, each closed before it would pass the size limit."""
+        self.buckets: list[_Bucket] = []
+        current: list[nn.Parameter] = []
+        for p in params:
+            if current and sum(q.numel() for q in current) + p.numel() > self._limit:
+                self.buckets.append(_Bucket(len(self.buckets), current, self._comm))
+                current = []
+            current.append(p)
+        if current:
+            self.buckets.append(_Bucket(len(self.buckets), current, self._comm))
+        self._bucket_of = {id(p): b for b in self.buckets for p in b.params}
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -106,6 +126,8 @@ class BucketedDataParallel(nn.Module):
         if not self._pending:  # first gradient of this backward: wait for all buckets when backward ends
             self._pending = True
             torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+        if self._arrivals is not None:
+            self._arrivals.append(param)
         bucket = self._bucket_of[id(param)]
         bucket.ready += 1
         if bucket.ready == len(bucket.params):
@@ -133,6 +155,11 @@ class BucketedDataParallel(nn.Module):
             bucket.unpack(self.world)
             bucket.work, bucket.ready = None, 0
         self._pending = False
+        if self._arrivals:  # the first synchronised backward's order, then the ones that got no gradient
+            arrived = {id(p) for p in self._arrivals}
+            rest = [p for b in self.buckets for p in b.params if id(p) not in arrived]
+            self._make_buckets(self._arrivals + rest)
+            self._arrivals = None
         if self._event is not None:
             launches = [event for _, event in sorted(self._launched, key=lambda item: item[0])]
             self._steps.append((launches, backward_end, self._record()))

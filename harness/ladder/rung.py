@@ -63,7 +63,11 @@ def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device: 
         if dist.get_world_size() == 1:
             return model  # averaging over one process is the identity: nothing to wrap, nothing to overlap
         return BucketedDataParallel(
-            model, flags.bucket_cap_mb or 400.0, flags.bucket_dtype or "bf16", event=device.event
+            model,
+            flags.bucket_cap_mb or 400.0,
+            flags.bucket_dtype or "bf16",
+            event=device.event,
+            order=flags.bucket_order or "reverse",
         )
     kwargs = flags.as_dict()
     hook = kwargs.pop("comm_hook", None)
