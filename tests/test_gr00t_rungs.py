@@ -86,6 +86,26 @@ def test_graph_optimizer_options_and_refusals():
     assert any("AdamW fused" in n for n in notes) and any("second CUDA graph" in n for n in notes)
 
 
+def test_in_graph_gradient_sync_options_and_refusals():
+    in_graph = {"vl_pad": 64, "cuda_graphs": True, "grad_sync": "in-graph"}
+    opts = parse_options({**in_graph, "ddp": {"implementation": "buckets"}})
+    assert opts.grad_sync == "in-graph"
+    with pytest.raises(SchemaError, match=r"^grad_sync: expected cuda_graphs: true as well"):
+        parse_options({"grad_sync": "in-graph"})
+    with pytest.raises(SchemaError, match=r"^grad_sync: expected ddp implementation: buckets .*, got torch-ddp$"):
+        parse_options({**in_graph, "ddp": {}})
+    model = build(in_graph)
+    optimizer = FAMILY.optimizer(model, parse_options(in_graph), WORKLOAD, "cpu")
+    step = FAMILY.make_step(model, optimizer, parse_options(in_graph))
+    assert not step.in_graph  # one process, no wrapper: nothing to synchronise
+    wrapper = nn.Module()  # a wrapper without the buckets' hooks (torch DDP's reducer cannot be captured)
+    wrapper.module = model
+    with pytest.raises(ValueError, match="grad_sync: in-graph needs the harness's gradient buckets"):
+        GraphedStep(FAMILY.loss, wrapper, optimizer, 64, 0, grad_sync="in-graph")
+    notes = FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, in_graph, WORKLOAD)
+    assert any("captured into the graph" in n for n in notes)
+
+
 def test_a_captured_optimizer_step_refuses_a_changed_learning_rate():
     from models.graph_capture import check_learning_rates, learning_rates
 
@@ -271,6 +291,45 @@ def test_graphed_optimizer_steps_match_eager_fused_steps():
     step(small)
     assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {5}
     assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
+
+
+@needs_cuda
+def test_in_graph_gradient_sync_captures_the_buckets_all_reduce():
+    """The harness's buckets around the model on a one-rank NCCL group, the all-reduce captured into the graph:
+    the gradients after each replay are eager's (averaging over one rank is the identity, in fp32 buckets), a
+    step under no_sync() replays a graph of its own, and no timing event was recorded (none can be captured)."""
+    import torch.distributed as dist
+
+    from harness.ladder.grad_buckets import BucketedDataParallel
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    group = dist.new_group(ranks=[0], backend="nccl")
+    options = {"vl_pad": 64, "cuda_graphs": True, "grad_sync": "in-graph"}
+    eager, model, _ = cuda_pair(options, dropout=False)
+    events = []
+
+    def event():
+        events.append(torch.cuda.Event(enable_timing=True))
+        return events[-1]
+
+    wrapped = BucketedDataParallel(model, bucket_mb=0.5, dtype="fp32", process_group=group, event=event)
+    assert len(wrapped.buckets) > 1
+    opts = parse_options({**options, "ddp": {"implementation": "buckets", "bucket_dtype": "fp32"}})
+    step = FAMILY.make_step(wrapped, FAMILY.optimizer(model, opts, WORKLOAD, "cuda"), opts)
+    assert step.in_graph
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 3, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):
+        step.forward_backward(batch)
+        ref = FAMILY.loss(eager, batch)
+        ref.backward()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+            assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-6), (i, name)
+        eager.zero_grad(set_to_none=True)
+    assert step.captures == 1 and events == []  # warm-up and capture untimed; a replay fires no hook
+    with wrapped.no_sync():
+        step.forward_backward(batches[0])
+    assert step.captures == 2 and len(step.graphs) == 2
 
 
 @needs_cuda

@@ -120,6 +120,16 @@ class BucketedDataParallel(nn.Module):
         finally:
             self._syncing = True
 
+    @contextlib.contextmanager
+    def untimed(self):
+        """No timing events inside (a CUDA graph capture records the buckets' work, and events recorded for
+        timing cannot be captured)."""
+        event, self._event = self._event, None
+        try:
+            yield
+        finally:
+            self._event = event
+
     def _grad_ready(self, param: nn.Parameter) -> None:
         if not self._syncing:
             return

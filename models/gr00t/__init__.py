@@ -87,6 +87,8 @@ class Gr00tFamily(ModelFamily):
             )
         if opts.vl_pad is not None and opts.vl_pad != prev.vl_pad:
             notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
+        if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph":
+            notes.append("each gradient bucket's all-reduce captured into the graph, overlapping the rest of backward")
         if opts.adamw != prev.adamw:
             notes.append(f"AdamW {opts.adamw} (torch's multi-tensor kernels; the same update up to rounding)")
         if opts.graph_optimizer and not prev.graph_optimizer:
@@ -156,7 +158,14 @@ class Gr00tFamily(ModelFamily):
             return standard_step(self.loss, model, optimizer)
         pad_id = getattr(model, "module", model).cfg.pad_token_id
         return GraphedStep(
-            self.loss, model, optimizer, options.vl_pad, pad_id, options.ddp, graph_optimizer=options.graph_optimizer
+            self.loss,
+            model,
+            optimizer,
+            options.vl_pad,
+            pad_id,
+            options.ddp,
+            graph_optimizer=options.graph_optimizer,
+            grad_sync=options.grad_sync,
         )
 
     def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:

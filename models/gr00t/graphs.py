@@ -16,11 +16,16 @@ at launch, and the replay advances the generator by the graph's whole consumptio
 masks an eager step would (see the note "CUDA Graph-safe RNG states" in ATen/cuda/CUDAGeneratorImpl.h).
 
 Gradients and data parallelism: a replay runs no Python and no autograd engine, so no autograd hook fires, not
-DDP's reducer nor the harness's bucket hooks. The capture therefore runs the unwrapped module under the
-wrapper's `no_sync()` (no collective is captured), and after each replay the step averages the gradients
-itself, in reverse-order buckets of the rung's bucket size and communication dtype. That all-reduce is exposed:
-it no longer overlaps backward. Each shape's graph owns its gradient tensors; the step points `.grad` at the
-replayed graph's.
+DDP's reducer nor the harness's bucket hooks. By default (`grad_sync: after-graph`, LoongForge's
+`--no-cuda-graph-ddp-sync-in-graph`) the capture therefore runs the unwrapped module under the wrapper's
+`no_sync()` (no collective is captured), and after each replay the step averages the gradients itself, in
+reverse-order buckets of the rung's bucket size and communication dtype. That all-reduce is exposed: it no
+longer overlaps backward. With `grad_sync: in-graph` (the harness's buckets only) the capture lets the bucket
+hooks fire: each bucket's pack, asynchronous all-reduce (NCCL, which CUDA graphs can capture) and unpack are
+recorded into the graph, so a replay runs each bucket's all-reduce beside the rest of backward, as the eager
+step does. The wrapper's timing events are off while capturing, and a step under `no_sync()` (the harness's
+exposed-communication measurement) replays a graph of its own, captured without the collectives. Each shape's
+graph owns its gradient tensors; the step points `.grad` at the replayed graph's.
 """
 
 from __future__ import annotations
@@ -122,11 +127,17 @@ class GraphedStep:
         clip: float = 1.0,
         warmup: int = WARMUP,
         graph_optimizer: bool = False,
+        grad_sync: str = "after-graph",
     ):
+        if grad_sync not in ("after-graph", "in-graph"):
+            raise ValueError(f"grad_sync: expected after-graph or in-graph, got {grad_sync!r}")
+        if grad_sync == "in-graph" and model is not getattr(model, "module", model) and not hasattr(model, "untimed"):
+            raise ValueError("grad_sync: in-graph needs the harness's gradient buckets (ddp implementation: buckets)")
         if graph_optimizer and not all(group.get("capturable") for group in optimizer.param_groups):
             raise ValueError("graph_optimizer: needs an optimizer made with capturable=True")
         self.loss_fn, self.optimizer, self.clip, self.warmup = loss_fn, optimizer, clip, warmup
         self.graph_optimizer = graph_optimizer
+        self.in_graph = grad_sync == "in-graph" and model is not getattr(model, "module", model)
         self.wrapper = model
         self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
         self.params = [p for p in self.module.parameters() if p.requires_grad]
@@ -138,7 +149,13 @@ class GraphedStep:
 
     def __call__(self, batch: dict) -> torch.Tensor:
         loss = self.forward_backward(batch)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and _syncing(self.wrapper):
+        if (
+            not self.in_graph
+            and dist.is_available()
+            and dist.is_initialized()
+            and dist.get_world_size() > 1
+            and _syncing(self.wrapper)
+        ):
             average_gradients([p.grad for p in self.params if p.grad is not None], self.bucket_mb, self.comm_dtype)
         if self.graph_optimizer:
             entry = self.graphs[self.last_shape]
@@ -178,7 +195,8 @@ class GraphedStep:
                     f"cuda_graphs: every batch entry must be a CUDA tensor, {key!r} is "
                     f"{value.device if isinstance(value, torch.Tensor) else type(value).__name__}"
                 )
-        shape = self.last_shape = shape_key(batch)
+        # in-graph sync: a graph with the collectives, and one without them for steps under no_sync()
+        shape = self.last_shape = (shape_key(batch), self.in_graph and _syncing(self.wrapper))
         entry = self.graphs.get(shape)
         if entry is None:
             entry = self.graphs[shape] = self._capture(batch)
@@ -195,10 +213,15 @@ class GraphedStep:
     def _capture(self, batch: dict) -> Captured:
         device = next(iter(batch.values())).device
         inputs = {k: v.clone() for k, v in batch.items()}
-        no_sync = self.wrapper.no_sync() if self.wrapper is not self.module else contextlib.nullcontext()
+        if self.wrapper is self.module:
+            comm = contextlib.nullcontext()
+        elif self.in_graph:  # the bucket hooks fire as they are (or stay off under the caller's no_sync())
+            comm = self.wrapper.untimed()
+        else:
+            comm = self.wrapper.no_sync()
         # The warm-up draws dropout masks; fork_rng puts the generator back, so the replay below draws what an
         # eager step would.
-        with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), no_sync, _autocast_cache_off():
+        with torch.cuda.device(device), torch.random.fork_rng(devices=[device]), comm, _autocast_cache_off():
             warm_up(self.warmup, self.loss_fn, self.module, inputs, self.params)
             graph = torch.cuda.CUDAGraph()
             # thread_local: the async input pipeline's thread may copy the next batch to the device meanwhile

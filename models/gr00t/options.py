@@ -40,6 +40,10 @@ class Gr00tOptions:
     cuda_graphs: bool = False
     # torch AdamW's implementation: foreach (torch's default, as transformers' adamw_torch trains) or fused
     adamw: Literal["foreach", "fused"] = "foreach"
+    # Where the gradient all-reduce of several processes runs with cuda_graphs: after-graph (LoongForge's
+    # default: after each replay, exposed) or in-graph (each bucket's all-reduce captured into the graph where
+    # backward produced it, overlapping the rest of backward; needs ddp implementation: buckets)
+    grad_sync: Literal["after-graph", "in-graph"] = "after-graph"
     # Gradient clipping and the AdamW step replayed from a second CUDA graph after the forward/backward graph
     # (and the all-reduce), with the optimizer's step counter on the device (capturable). Needs cuda_graphs
     # and a constant learning rate (a schedule is refused at the first changed step).
@@ -51,6 +55,14 @@ class Gr00tOptions:
         if self.graph_optimizer and not self.cuda_graphs:
             raise SchemaError(
                 "graph_optimizer", "cuda_graphs: true as well (it replays after that graph)", "cuda_graphs false"
+            )
+        if self.grad_sync == "in-graph" and not self.cuda_graphs:
+            raise SchemaError(
+                "grad_sync", "cuda_graphs: true as well (it places the all-reduce in that graph)", "cuda_graphs false"
+            )
+        if self.grad_sync == "in-graph" and self.ddp is not None and self.ddp.implementation != "buckets":
+            raise SchemaError(
+                "grad_sync", "ddp implementation: buckets (their hooks are captured)", self.ddp.implementation
             )
         if self.cuda_graphs and self.vl_pad is None:
             raise SchemaError(
