@@ -36,12 +36,16 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
         "ok",
         "unsupported",
         "unsupported",
+        "unsupported",
         "ok",
         "ok",
         "unsupported",
         "unsupported",
     ]
-    assert rungs["skip-lm-head"]["substituted"] == {"cuda_graphs": "True -> False"}
+    assert rungs["skip-lm-head"]["substituted"] == {
+        "cuda_graphs": "True -> False",
+        "grad_sync": "in-graph -> after-graph",
+    }
     # the rung that introduces the optimizer's graph is its measurement: nothing stands in for it on the CPU
     assert "CUDA" in rungs["graphed-optimizer"]["reason"] and not rungs["graphed-optimizer"].get("substituted")
     assert rungs["skip-lm-head"]["loss_parity"]["pass"]  # the discarded logits change no loss
