@@ -267,13 +267,15 @@ def test_worktrees_are_removed_on_interrupt(stub_repo):
     assert len(git(repo, "worktree", "list").splitlines()) == 1
 
 
-def test_a_commit_without_a_tree_is_refused_and_cleaned_up(stub_repo, scenario, capsys):
+def test_a_commit_without_a_tree_is_refused_and_cleaned_up(stub_repo, scenario, capsys, tmp_path, monkeypatch):
     repo, _ = stub_repo
     shutil.rmtree(repo / "models")
     commit_all(repo, "no models")
+    monkeypatch.chdir(tmp_path)  # where the default output folder, runs/ab-<time>/, would go
     assert main(["ab", "HEAD~1", "HEAD", scenario, "--repo", str(repo), "--target", "cpu"]) == 2
     assert "HEAD: expected a commit holding a vlabench tree (harness/ and models/)" in one_line_error(capsys)
     assert len(git(repo, "worktree", "list").splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # a refusal writes nothing
 
 
 # A stub tree whose `harness.cli run` writes a result at once: every rung's 4 steps take STEP_S seconds (the

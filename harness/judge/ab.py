@@ -475,7 +475,6 @@ def run_ab(args) -> int:
     cfg = config_from_args(args)
     env_a, env_b = _env("--env-a", args.env_a), _env("--env-b", args.env_b)
     sides = [resolve_side("A", args.base, args.repo, env_a), resolve_side("B", args.head, args.repo, env_b)]
-    cfg.out.mkdir(parents=True, exist_ok=True)
     stream = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
     argv = getattr(args, "argv", sys.argv[1:])
 
@@ -490,6 +489,7 @@ def run_ab(args) -> int:
             extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
             print(f"{side.label}: {side.describe()}{extra}", file=stream)
         print(f"{cfg.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
+        cfg.out.mkdir(parents=True, exist_ok=True)  # only once both sides are checked out: a refusal writes nothing
         runs = alternate(cfg, sides, stream, save)
     doc = save(runs)
     verdicts = [decide(r, pairs_of(runs), cfg.tolerance, cfg.confidence) for r in cfg.rungs]
