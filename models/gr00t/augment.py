@@ -10,10 +10,10 @@ library the reference runs it in, OpenCV (albumentations' uint8 operations):
    (`addWeighted`), hue + U[-0.08, 0.08] of a turn on OpenCV's 180-level uint8 HSV hue.
 
 Every view of a sample gets the same crop and the same jitter (the reference replays the first view's draws).
-Where we differ: the draws come from the generator passed in (the harness seeds one per sample from the run's
-seed and the sample's position in the stream, so a batch is the same whatever the worker count), not from the
-workers' global `random` state; the lookup tables truncate to uint8 as albumentations' do, which albucore
-versions may round differently by one level.
+Where we differ: only the draws. They come from the generator passed in (the harness seeds one per sample from
+the run's seed and the sample's position in the stream, so a batch is the same whatever the worker count), not
+from the workers' global `random` state. Given the same draws the output is albumentations 1.4.18's bit for bit
+(scripts/gr00t_augment_vs_albumentations.py).
 
 OpenCV is imported when the augmentation first runs (it is optional: `pip install opencv-python-headless`, or
 the `sim` extra's opencv-python).
