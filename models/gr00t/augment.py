@@ -12,8 +12,8 @@ library the reference runs it in, OpenCV (albumentations' uint8 operations):
 Every view of a sample gets the same crop and the same jitter (the reference replays the first view's draws).
 Where we differ: only the draws. They come from the generator passed in (the harness seeds one per sample from
 the run's seed and the sample's position in the stream, so a batch is the same whatever the worker count), not
-from the workers' global `random` state. Given the same draws the output is albumentations 1.4.18's bit for bit
-(scripts/gr00t_augment_vs_albumentations.py).
+from the workers' global `random` state. Given the reference's draws the output is the reference's transform's
+(Isaac-GR00T's own code with albumentations 1.4.18) bit for bit: scripts/gr00t_augment_vs_albumentations.py.
 
 OpenCV is imported when the augmentation first runs (it is optional: `pip install opencv-python-headless`, or
 the `sim` extra's opencv-python).
@@ -96,7 +96,11 @@ class IsaacGr00tAugment:
     def geometry(self, views: list[np.ndarray], generator: torch.Generator) -> list[np.ndarray]:
         """Steps 1-3 for every view with one crop: resize, random 95% crop, resize back."""
         views = [self.resize_shortest(v) for v in views]
-        top, left, ch, cw = self.draw_crop(*views[0].shape[:2], generator)
+        return self.crop_and_resize(views, self.draw_crop(*views[0].shape[:2], generator))
+
+    def crop_and_resize(self, views: list[np.ndarray], crop: tuple[int, int, int, int]) -> list[np.ndarray]:
+        """Steps 2-3 with a given (top, left, height, width) crop."""
+        top, left, ch, cw = crop
         return [self.resize_shortest(np.ascontiguousarray(v[top : top + ch, left : left + cw])) for v in views]
 
     @staticmethod
