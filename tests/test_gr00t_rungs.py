@@ -306,7 +306,7 @@ def test_in_graph_gradient_sync_captures_the_buckets_all_reduce():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     group = dist.new_group(ranks=[0], backend="nccl")
     options = {"vl_pad": 64, "cuda_graphs": True, "grad_sync": "in-graph"}
-    eager, model, _ = cuda_pair(options, dropout=False)
+    eager, model, _ = cuda_pair(options, dropout=False, eager_drops=("cuda_graphs", "grad_sync"))
     events = []
 
     def event():
