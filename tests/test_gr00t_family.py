@@ -142,7 +142,7 @@ def test_recompute_keeps_loss_and_gradients_to_the_bit(batch, patterns):
         names = {id(p): n.replace(".module.", ".") for n, p in model.named_parameters()}
         return [
             sorted(names[id(p)] for p in g["params"])
-            for g in FAMILY.optimizer(model, None, WORKLOAD, "cpu").param_groups
+            for g in FAMILY.optimizer(model, parse_options({}), WORKLOAD, "cpu").param_groups
         ]
 
     assert groups(built.model) == groups(base.model)
