@@ -2,7 +2,8 @@
 # One device call: the GR00T N1.6 ladder on H200s (scenarios/gr00t-loongforge.yaml, full model, 16 samples per
 # device, on a LIBERO-shaped dataset written on the machine), the GPU-only GR00T tests first.
 #   NPROC=2 on a machine of two H200s: the data-parallel ladder (results/h200/gr00t-loongforge-ddp2.json)
-#   TESTS=0 skips the tests; RUNGS=a,b measures only those rungs (appended to the result)
+#   TESTS=0 skips the tests; RUNGS=a,b measures only those rungs (appended to the result); FLOOR=0 skips the
+#   kernel floor (timed first on one process, then each rung's share of it is in its note)
 # Writes the result straight under $OUT, so the rungs finished before a time limit come back.
 # Carry .whl-gr00t/ with the PyAV and torchao wheels (the machine has pyarrow and torch 2.11):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -24,6 +25,7 @@ dataset=/tmp/datasets/libero-synthetic
 name=gr00t-loongforge$([ "$nproc" -gt 1 ] && echo "-ddp$nproc")
 args=(--target h200 --dataset "$dataset" --out "$out/$name.json" --rung-timeout "${RUNG_TIMEOUT:-240}")
 [ "$nproc" -gt 1 ] && args+=(--nproc "$nproc")
+[ "${FLOOR:-1}" = 1 ] && [ "$nproc" -eq 1 ] && args+=(--floor)
 if [ -n "${RUNGS:-}" ]; then args+=(--rungs "$RUNGS" --append); else args+=(--overwrite); fi
 [ -n "${RUNGS:-}" ] && [ -f "results/h200/$name.json" ] && cp "results/h200/$name.json" "$out/$name.json"
 vlabench run scenarios/gr00t-loongforge.yaml "${args[@]}" 2>&1 | tee "$out/$name.log" | grep -v "^    step\|^    warm-up"
