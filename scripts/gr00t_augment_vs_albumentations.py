@@ -47,6 +47,12 @@ def main() -> int:
     parser.add_argument("--reference", default=str(ROOT / ".isaac"), help="folder holding Isaac-GR00T's gr00t/")
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--noise", action="store_true", help="uniform random frames instead of the dataset's")
+    parser.add_argument(
+        "--golden",
+        type=Path,
+        help="also write the reference's outputs on seeded random frames (their hashes and draws) to this JSON, "
+        "which tests/test_gr00t_augment.py checks ours against without albumentations",
+    )
     args = parser.parse_args()
     reference = load_reference(Path(args.reference))
     import albumentations as A
@@ -84,7 +90,50 @@ def main() -> int:
     print(f"  whole transform:   {summary(whole)}")
     for name, ts in times.items():
         print(f"  {name:9s} ms/sample, 1 thread: median {1000 * statistics.median(ts):.2f}")
+    if args.golden:
+        write_golden(args.golden, reference, train, A.__version__, cv2.__version__)
     return 0
+
+
+GOLDEN_SAMPLES, GOLDEN_SHAPE = 8, (256, 256, 3)
+
+
+def golden_views(seed: int) -> list[np.ndarray]:
+    """The two random LIBERO-shaped views of golden sample `seed` (tests/test_gr00t_augment.py makes the same)."""
+    return [np.random.default_rng([seed, v]).integers(0, 256, GOLDEN_SHAPE, dtype=np.uint8) for v in range(2)]
+
+
+def write_golden(path: Path, reference, train, albumentations: str, opencv: str) -> None:
+    import hashlib
+    import json
+
+    samples = []
+    for seed in range(GOLDEN_SAMPLES):
+        np.random.seed(seed)
+        outputs, replay = reference.apply_with_replay(train, golden_views(seed))
+        crop, draw = replayed_draws(replay)
+        samples.append(
+            {
+                "seed": seed,
+                "crop": list(crop),
+                "jitter": {**{n: getattr(draw, n) for n in NAMES}, "order": list(draw.order)},
+                "sha256": [
+                    hashlib.sha256(o.permute(1, 2, 0).contiguous().numpy().tobytes()).hexdigest() for o in outputs
+                ],
+            }
+        )
+    doc = {
+        "what": "Isaac-GR00T's training image transform (build_image_transformations_albumentations through "
+        "apply_with_replay, image_augmentations.py at NVIDIA/Isaac-GR00T 4e62473) on seeded uniform random "
+        "256x256 views: its replayed draws and the SHA-256 of each output view (uint8 HWC)",
+        "made_by": "python scripts/gr00t_augment_vs_albumentations.py --reference SRC --golden PATH",
+        "albumentations": albumentations,
+        "opencv": opencv,
+        "views": "np.random.default_rng([seed, view]).integers(0, 256, (256, 256, 3), dtype=np.uint8), view 0 and 1",
+        "samples": samples,
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {path}: {len(samples)} samples")
 
 
 def load_reference(source: Path):

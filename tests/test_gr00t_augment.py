@@ -3,8 +3,11 @@
 batch index whatever the worker count; training only (CPU, tiny, a dataset made by `vlabench make-dataset`).
 It runs in OpenCV, as the reference's albumentations does."""
 
+import hashlib
 import itertools
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,6 +120,34 @@ def test_without_opencv_the_feed_refuses_in_one_line(dataset, monkeypatch):
         match="loader.augment: expected an augmentation whose library is installed.*pip install opencv-python-headless",
     ):
         feed(dataset)
+
+
+GOLDEN = Path(__file__).parent / "fixtures" / "isaac-gr00t-augment-golden.json"
+
+
+def test_bit_for_bit_the_reference_transform_given_its_draws():
+    """The reference's own transform (Isaac-GR00T's image_augmentations.py through apply_with_replay, with
+    albumentations 1.4.18) was run on seeded random views by scripts/gr00t_augment_vs_albumentations.py, which
+    recorded its replayed draws and the SHA-256 of every output view. Ours, given those draws, must give the
+    same bytes. OpenCV's resize and colour conversion can change between its versions (the reference's would
+    change with them), so the hashes are checked under the OpenCV version they were made with."""
+    golden = json.loads(GOLDEN.read_text())
+    if cv2.__version__ != golden["opencv"]:
+        pytest.skip(f"golden made with OpenCV {golden['opencv']}, this is {cv2.__version__}: rerun the script")
+    assert len(golden["samples"]) == 8
+    for sample in golden["samples"]:
+        views = [
+            np.random.default_rng([sample["seed"], v]).integers(0, 256, (256, 256, 3), dtype=np.uint8) for v in range(2)
+        ]
+        jitter = sample["jitter"]
+        draw = JitterDraw(
+            jitter["brightness"], jitter["contrast"], jitter["saturation"], jitter["hue"], tuple(jitter["order"])
+        )
+        ours = [
+            AUG.jitter(v, draw)
+            for v in AUG.crop_and_resize([AUG.resize_shortest(v) for v in views], tuple(sample["crop"]))
+        ]
+        assert [hashlib.sha256(o.tobytes()).hexdigest() for o in ours] == sample["sha256"], sample["seed"]
 
 
 def test_both_views_get_the_same_draws():
