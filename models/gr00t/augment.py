@@ -15,8 +15,8 @@ the run's seed and the sample's position in the stream, so a batch is the same w
 from the workers' global `random` state. Given the reference's draws the output is the reference's transform's
 (Isaac-GR00T's own code with albumentations 1.4.18) bit for bit: scripts/gr00t_augment_vs_albumentations.py.
 
-OpenCV is imported when the augmentation first runs (it is optional: `pip install opencv-python-headless`, or
-the `sim` extra's opencv-python).
+OpenCV is imported when the augmentation is set up, not at import (the `data` and `dev` extras install
+opencv-python-headless; the `sim` extra's robosuite brings opencv-python, which serves as well).
 """
 
 from __future__ import annotations
