@@ -91,7 +91,8 @@ class IsaacGr00tAugment:
         size = (max(1, round(h * scale)), max(1, round(w * scale)))
         if size == (h, w):
             return view
-        return opencv().resize(view, size[::-1], interpolation=opencv().INTER_AREA)
+        cv2 = opencv()
+        return cv2.resize(view, size[::-1], interpolation=cv2.INTER_AREA)
 
     def geometry(self, views: list[np.ndarray], generator: torch.Generator) -> list[np.ndarray]:
         """Steps 1-3 for every view with one crop: resize, random 95% crop, resize back."""

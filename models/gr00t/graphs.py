@@ -5,9 +5,10 @@ padded to 220, gradient sync outside the graph in coalesced 400 MB bf16 buckets)
 One graph holds a micro-batch's forward and backward. The step pads the VL tokens to `vl_pad`, copies the batch
 into the graph's static input buffers and replays; the all-reduce, gradient clipping and the optimizer step run
 after the replay: eagerly, or (`graph_optimizer`) the clipping and a capturable AdamW step replayed from a
-second graph per shape, captured after the first (the optimizer's state made beforehand by a zero update). A graph is captured on the first batch of each distinct shape (a few eager
-forward/backward iterations on a side stream first, so lazy initialisation happens outside the capture) and
-kept: later batches of that shape only replay it.
+second graph per shape, captured after the first (the optimizer's state made beforehand by a zero update). A
+graph is captured on the first batch of each distinct shape (a few eager forward/backward iterations on a side
+stream first, so lazy initialisation happens outside the capture) and kept: later batches of that shape only
+replay it.
 
 Random draws: the flow-matching noise and Beta draw are batch inputs (drawn on the host), so a replay never
 repeats them. The DiT's dropout stays inside the graph: torch's CUDA generator is graph-safe (Philox): a
@@ -129,26 +130,27 @@ class GraphedStep:
         graph_optimizer: bool = False,
         grad_sync: str = "after-graph",
     ):
+        self.wrapper = model
+        self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
         if grad_sync not in ("after-graph", "in-graph"):
             raise ValueError(f"grad_sync: expected after-graph or in-graph, got {grad_sync!r}")
-        if grad_sync == "in-graph" and model is not getattr(model, "module", model) and not hasattr(model, "untimed"):
+        # in-graph: only with a wrapper (one process has nothing to synchronise), and only the harness's buckets
+        self.in_graph = grad_sync == "in-graph" and model is not self.module
+        if self.in_graph and not hasattr(model, "untimed"):
             raise ValueError("grad_sync: in-graph needs the harness's gradient buckets (ddp implementation: buckets)")
         if graph_optimizer and not all(group.get("capturable") for group in optimizer.param_groups):
             raise ValueError("graph_optimizer: needs an optimizer made with capturable=True")
         self.loss_fn, self.optimizer, self.clip, self.warmup = loss_fn, optimizer, clip, warmup
         self.graph_optimizer = graph_optimizer
-        self.in_graph = grad_sync == "in-graph" and model is not getattr(model, "module", model)
-        self.wrapper = model
-        self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.vl_pad, self.pad_id = vl_pad, pad_id
         self.bucket_mb, self.comm_dtype = comm_settings(flags)
         self.graphs: dict[tuple, Captured] = {}
-        self.last_shape: tuple | None = None
         self.captures = self.replays = 0
 
     def __call__(self, batch: dict) -> torch.Tensor:
-        loss = self.forward_backward(batch)
+        entry = self._replay(batch)
+        loss = entry.loss.detach().clone()  # the graph overwrites its output on the next replay
         if (
             not self.in_graph
             and dist.is_available()
@@ -158,7 +160,6 @@ class GraphedStep:
         ):
             average_gradients([p.grad for p in self.params if p.grad is not None], self.bucket_mb, self.comm_dtype)
         if self.graph_optimizer:
-            entry = self.graphs[self.last_shape]
             if entry.optimizer_graph is None:
                 entry.optimizer_graph, entry.lrs = self._capture_optimizer(), learning_rates(self.optimizer)
             check_learning_rates(self.optimizer, entry.lrs, "graph_optimizer")
@@ -187,6 +188,10 @@ class GraphedStep:
 
     def forward_backward(self, batch: dict) -> torch.Tensor:
         """Replay (capturing first if the shape is new) and leave the gradients in `.grad`; the loss, detached."""
+        return self._replay(batch).loss.detach().clone()  # the graph overwrites its output on the next replay
+
+    def _replay(self, batch: dict) -> Captured:
+        """The forward/backward graph of the batch's shape replayed (captured first if new); its entry."""
         ids, mask = pad_vl(batch["input_ids"], batch["attention_mask"], self.vl_pad, self.pad_id)
         batch = {**batch, "input_ids": ids, "attention_mask": mask}
         for key, value in batch.items():
@@ -196,7 +201,7 @@ class GraphedStep:
                     f"{value.device if isinstance(value, torch.Tensor) else type(value).__name__}"
                 )
         # in-graph sync: a graph with the collectives, and one without them for steps under no_sync()
-        shape = self.last_shape = (shape_key(batch), self.in_graph and _syncing(self.wrapper))
+        shape = (shape_key(batch), self.in_graph and _syncing(self.wrapper))
         entry = self.graphs.get(shape)
         if entry is None:
             entry = self.graphs[shape] = self._capture(batch)
@@ -208,7 +213,7 @@ class GraphedStep:
         if any(p.grad is not g for p, g in zip(self.params, entry.grads)):  # another shape's graph ran last
             for p, g in zip(self.params, entry.grads):
                 p.grad = g
-        return entry.loss.detach().clone()  # the graph overwrites its output on the next replay
+        return entry
 
     def _capture(self, batch: dict) -> Captured:
         device = next(iter(batch.values())).device
