@@ -144,10 +144,14 @@ def test_interrupted_ladder_keeps_finished_rungs(tmp_path):
             os.environ["VLABENCH_HANG"] = "1"  # the next rung process hangs, silently
             threading.Thread(target=press_ctrl_c_once_it_hangs, daemon=True).start()
 
+    # Python's own Ctrl-C handler, as in a terminal: a process started in the background by a non-interactive
+    # shell (a CI job, `setsid cmd &`) inherits SIGINT ignored, and the signal below would then do nothing
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             run_scenario(scenario, get_target("cpu"), out, ["test"], progress=progress, env={"PYTHONPATH": str(site)})
     finally:
+        signal.signal(signal.SIGINT, before)
         os.environ.pop("VLABENCH_HANG", None)
     result = load_result(out)
     status = {r["name"]: (r["status"], r.get("reason") or "") for r in result["rungs"]}
