@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Waits up to SECONDS for the detached job of scripts/h200-train-ladder.sh (its steps.log says "done"), printing its
 # progress every minute, then packs what it wrote (results, evaluations, logs; no checkpoints) into $OUT/tl.tgz.
+# With CHECKPOINT=RUNG it also brings back that rung's newest checkpoint of runs/tl, its weights rounded to bf16
+# and split into parts of 15 MiB ($OUT/ckpt.tgz.partNN; `cat ckpt.tgz.part* | tar xz` here rejoins them): one
+# device call returns files of at most 16 MiB.
 # Usage, in a device call: scripts/h200-train-collect.sh SECONDS [LOGDIR]
 set -uo pipefail
 wait_s=${1:?seconds to wait}
@@ -18,3 +21,12 @@ done
 cat "$logs/steps.log" 2>/dev/null
 tar czf "${OUT:-/tmp}/tl.tgz" --exclude=checkpoints "$logs" runs/tl* runs/probe 2>/dev/null
 ls -la "${OUT:-/tmp}/tl.tgz"
+if [ -n "${CHECKPOINT:-}" ] && ls -d runs/tl/"$CHECKPOINT"/checkpoints/step-* >/dev/null 2>&1; then
+  ckpt=$(ls -d runs/tl/"$CHECKPOINT"/checkpoints/step-* | tail -1)
+  rm -rf /tmp/ckpt-bf16 && mkdir -p /tmp/ckpt-bf16 && cp "$ckpt"/*.json "$ckpt"/normalizer.safetensors /tmp/ckpt-bf16/
+  python3 -c "import sys, torch; from safetensors.torch import load_file, save_file; \
+w = load_file(sys.argv[1]); save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in w.items()}, sys.argv[2])" \
+    "$ckpt/model.safetensors" /tmp/ckpt-bf16/model.safetensors
+  tar czf - -C /tmp ckpt-bf16 | split -b 15M -d - "${OUT:-/tmp}/ckpt.tgz.part"
+  ls -la "${OUT:-/tmp}"/ckpt.tgz.part*
+fi

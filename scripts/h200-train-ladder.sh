@@ -6,8 +6,9 @@
 #      training (frames decoded, compile and steps) are set: STEPS overrides;
 #   3. the goal: compile-per-layer (the fastest bf16 rung) trained that many steps and evaluated, 20 trials per
 #      task (runs/tl/train-ladder.json);
-#   4. fp8, then community, trained identically and added to the same train-ladder (--resume);
-#   5. the test sabotage on compile-per-layer (runs/tl-sabotage), gated against the clean ladder.
+#   4. the GPU-only tests of the CUDA-graph code (GPU_TESTS=0 skips them);
+#   5. fp8, then community, trained identically and added to the same train-ladder (--resume);
+#   6. the test sabotage on compile-per-layer (runs/tl-sabotage), gated against the clean ladder.
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
 # scripts/h200-train-collect.sh packs what it wrote into $OUT.
@@ -56,6 +57,11 @@ step "steps per rung: $STEPS"
 ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --assets "$assets" "$@"; }
 step "goal: compile-per-layer, $STEPS steps, 20 trials per task"
 ladder --rungs compile-per-layer --out runs/tl > "$logs/goal.log" 2>&1
+if [ "${GPU_TESTS:-1}" = 1 ]; then
+  step "GPU-only tests (CUDA graphs of both families, the captured all-reduce)"
+  python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py tests/test_whole_step_graph.py \
+    tests/test_distributed.py > "$logs/gpu-tests.log" 2>&1
+fi
 step "fp8"
 ladder --rungs compile-per-layer,fp8 --resume --out runs/tl > "$logs/fp8.log" 2>&1
 step "community"
