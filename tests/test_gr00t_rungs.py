@@ -323,8 +323,10 @@ def test_in_graph_gradient_sync_captures_the_buckets_all_reduce():
         step.forward_backward(batch)
         ref = FAMILY.loss(eager, batch)
         ref.backward()
-        for (name, p), q in zip(model.named_parameters(), eager.parameters()):
-            assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-6), (i, name)
+        got, want = grads(model), grads(eager)
+        assert set(want) <= set(got), (i, set(want) - set(got))  # the frozen towers have none on either side
+        for name, g in got.items():  # a bucket's view of a parameter eager's backward never reached stays zero
+            assert torch.allclose(g, want.get(name, torch.zeros_like(g)), rtol=1e-4, atol=1e-6), (i, name)
         eager.zero_grad(set_to_none=True)
     assert step.captures == 1 and events == []  # warm-up and capture untimed; a replay fires no hook
     with wrapped.no_sync():
