@@ -101,6 +101,7 @@ MERGE_FLAG = {"run": "--append", "eval": "--resume"}
         ("eval", "--batch-wait", "-0.5", "--batch-wait: expected a non-negative number of seconds, got -0.5"),
         ("eval", "--max-steps", "0", "--max-steps: expected a positive number of steps, got 0"),
         ("eval", "--seed", "-1", "--seed: expected a non-negative seed, got -1"),
+        ("eval", "--first-trial", "-1", "--first-trial: expected a non-negative state index, got -1"),
     ],
 )
 def test_nonsense_numbers_are_refused_before_anything_runs(scenario, tmp_path, capsys, name, flag, value, expected):

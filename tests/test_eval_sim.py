@@ -283,6 +283,25 @@ class _KillOneWorker(EvalPolicy):
         return {"name": self.name}
 
 
+def test_episodes_start_at_the_first_trial_for_evaluations_and_demonstrations(setup, tasks):
+    """`vlabench eval --first-trial K` and `make-dataset --first-trial K` plan from each task's stored state K on:
+    an evaluation of the demonstrations' own states asks whether a policy fails where it was shown the way."""
+    from harness.data.libero_source import _plan_demonstrations
+    from harness.eval.env import read_init_states
+    from harness.eval.runner import plan_episodes
+
+    episodes = plan_episodes(["libero_spatial"], [0, 3], 2, first_trial=20)
+    assert [(e.task["index"], e.trial) for e in episodes] == [(0, 20), (0, 21), (3, 20), (3, 21)]
+    stored = read_init_states(tasks["libero_spatial"][3].init_states_file)
+    np.testing.assert_array_equal(episodes[3].init_state, stored[21])
+    with pytest.raises(ValueError, match="from state 49: libero_spatial task 0 has 50 stored initial states"):
+        plan_episodes(["libero_spatial"], [0], 2, first_trial=49)
+    demos = _plan_demonstrations("libero_spatial", None, 12, 7, first_trial=20)
+    # state 20 of every task, then state 21 of the first two: never one of an evaluation's 20 states
+    assert [(e.trial, e.task["index"]) for e in demos] == [(20, t) for t in range(10)] + [(21, 0), (21, 1)]
+    assert all(e.demonstration for e in demos)
+
+
 def test_a_crashed_worker_costs_its_episode_and_is_replaced(setup, tasks):
     from harness.eval.runner import EvalRunner, plan_episodes
 

@@ -54,14 +54,12 @@ def _plan_demonstrations(suite: str, tasks: list[int] | None, count: int, seed: 
     from ..eval.runner import plan_episodes
 
     chosen = tasks if tasks is not None else list(range(len(suite_tasks(suite))))
-    trials = first_trial + math.ceil(count / len(chosen))
     try:
-        planned = plan_episodes([suite], chosen, trials, seed)
+        planned = plan_episodes([suite], chosen, math.ceil(count / len(chosen)), seed, first_trial=first_trial)
     except ValueError as e:  # more states asked for than the task stores
         raise DatasetError(
             "--episodes", None, f"at most the stored initial states after --first-trial {first_trial}", str(e)
         ) from None
-    planned = [ep for ep in planned if ep.trial >= first_trial]
     planned = sorted(planned, key=lambda ep: (ep.trial, ep.task["index"]))[:count]
     for ep in planned:
         ep.demonstration = True

@@ -46,6 +46,7 @@ class EvalConfig:
     suites: list[str]
     tasks: list[int] | None = None
     trials: int = TRIALS
+    first_trial: int = 0  # each task's first stored initial state
     policy: str = next(iter(models.FAMILIES))  # the first registered family
     checkpoint: str | None = None
     workers: int = 1
@@ -207,6 +208,7 @@ def _workload(cfg: EvalConfig, needs: PolicyNeeds) -> dict:
         "suites": cfg.suites,
         "tasks": cfg.tasks,
         "trials": cfg.trials,
+        "first_trial": cfg.first_trial,
         "workers": cfg.workers,
         "seed": cfg.seed,
         "protocol": {
@@ -296,7 +298,9 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
 
     setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
     progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
-    episodes = plan_episodes(cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps)
+    episodes = plan_episodes(
+        cfg.suites, cfg.tasks, cfg.trials, cfg.seed, cfg.init_states, cfg.videos, cfg.max_steps, cfg.first_trial
+    )
     policy = _build_policy(cfg, episodes, progress)
     out = Path(cfg.out or default_out(cfg))
     episodes, earlier = _resume(cfg, out, policy, episodes, progress)
@@ -387,6 +391,14 @@ def _add_subject_arguments(p) -> None:
     p.add_argument("--suite", help="LIBERO suite(s), comma-separated: " + ", ".join(SUITE_MAX_STEPS))
     p.add_argument("--tasks", help="task indices, comma-separated (default: every task of the suite)")
     p.add_argument("--trials", type=int, help=f"episodes per task, from its stored initial states (default {TRIALS})")
+    p.add_argument(
+        "--first-trial",
+        type=int,
+        default=0,
+        metavar="K",
+        help="start at each task's stored initial state K (default 0, the protocol's); --first-trial 20 evaluates "
+        "on the states that make-dataset --first-trial 20 took its demonstrations from",
+    )
     p.add_argument(
         "--policy",
         choices=POLICIES,
@@ -480,6 +492,7 @@ def config_from_args(args) -> EvalConfig:
     trials, workers = pick(args.trials, "trials", TRIALS), pick(args.workers, "workers", 1)
     at_least("--trials", trials, 1, "a positive number of episodes per task")
     at_least("--workers", workers, 1, "a positive number of worker processes")
+    at_least("--first-trial", args.first_trial, 0, "a non-negative state index")
     at_least("--seed", args.seed, 0, "a non-negative seed")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--batch-wait", args.batch_wait, 0, "a non-negative number of seconds")
@@ -488,6 +501,7 @@ def config_from_args(args) -> EvalConfig:
         suites=suites,
         tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
         trials=trials,
+        first_trial=args.first_trial,
         policy=pick(args.policy, "policy", next(iter(models.FAMILIES))),
         checkpoint=pick(args.checkpoint, "checkpoint", None),
         workers=workers,

@@ -72,9 +72,11 @@ def plan_episodes(
     init_states: dict | None = None,
     videos=None,
     max_steps: int | None = None,
+    first_trial: int = 0,
 ) -> list[EpisodeSpec]:
-    """Episodes in task order; `init_states` may replace a task's stored states: {(suite, task): array};
-    `max_steps` replaces the suites' step limits (short runs for tests and smoke checks, not the protocol)."""
+    """Episodes in task order, `trials` per task from its stored initial state `first_trial` on; `init_states`
+    may replace a task's stored states: {(suite, task): array}; `max_steps` replaces the suites' step limits
+    (short runs for tests and smoke checks, not the protocol)."""
     from .env import read_init_states, suite_tasks
 
     episodes = []
@@ -89,9 +91,12 @@ def plan_episodes(
             task = all_tasks[index]
             states = (init_states or {}).get((suite, index))
             states = read_init_states(task.init_states_file) if states is None else np.asarray(states)
-            if trials > len(states):
-                raise ValueError(f"--trials {trials}: {suite} task {index} has {len(states)} stored initial states")
-            for trial in range(trials):
+            if first_trial + trials > len(states):
+                raise ValueError(
+                    f"--trials {trials} from state {first_trial}: {suite} task {index} has {len(states)} stored "
+                    "initial states"
+                )
+            for trial in range(first_trial, first_trial + trials):
                 episodes.append(
                     EpisodeSpec(
                         suite,
