@@ -33,6 +33,10 @@ class Workload:
     # the robot's state is a model input (Pi0.5: discretised into the prompt). openpi's pi05_libero trains
     # without it (discrete_state_input False); a family that always reads the state refuses false
     robot_state: bool = True
+    # Pi0.5: the state is padded with zeros to this many values before it is discretised into the prompt
+    # (LeRobot's max_state_dim, 32; LIBERO's state has 8 values, and a model trained from scratch needs no room
+    # for other robots' states: each padded zero costs prompt tokens)
+    state_pad: Annotated[int, AT_LEAST_ONE] = 32
     # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
     # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
     compile_backend: CompileBackend = "inductor"

@@ -181,3 +181,29 @@ def test_vlabench_run_times_the_scenarios_ladder(tmp_path, monkeypatch):
     assert main(["run", str(SCENARIO), "--target", "cpu", "--rungs", "community", "--out", str(out)]) == 0
     rung = json.loads(out.read_text())["rungs"][0]
     assert rung["name"] == "community" and rung["status"] == "ok" and rung["loss_parity"]["pass"]
+
+
+@pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
+def test_every_prompt_of_the_suite_fits_the_scenarios_text_tokens_with_the_state():
+    """The prompt is truncated to the text tokens without a word (as LeRobot does), which would cut the state
+    off: every libero_spatial instruction with the widest state (every bin three digits) must fit."""
+    import numpy as np
+
+    from harness.eval import sim
+
+    sim.prepare(None)  # LIBERO's configuration, before LIBERO is imported
+    from harness.eval.env import suite_tasks
+    from harness.scenario import load_scenario
+    from models.pi05.processor import Pi05Processor
+    from models.tokenizers import ByteTokenizer
+
+    workload = load_scenario(str(SCENARIO)).workload
+    processor = Pi05Processor(ByteTokenizer(259), state_in_prompt=workload.robot_state, state_pad=workload.state_pad)
+    widest = np.full(8, 0.99)  # normalised: bin 254
+    longest = max(len(processor.prompt_tokens(t.language, widest)) for t in suite_tasks("libero_spatial"))
+    assert (
+        workload.robot_state
+        and "State: 254"
+        in bytes(t - 3 for t in processor.prompt_tokens(suite_tasks("libero_spatial")[0].language, widest)[1:]).decode()
+    )
+    assert longest <= workload.text_tokens, (longest, workload.text_tokens)

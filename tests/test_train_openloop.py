@@ -2,7 +2,8 @@
 builds it and shown dataset frames as the LIBERO simulator presents them (raw 256x256 camera images, rotated and
 resized with padding by the protocol, the state the environment gives), sees the training batch's prompt tokens
 and its pixels within one uint8 level, and on those pixels reproduces the training model's predictions (the same
-weights and flow-matching noise); with the state in the prompt (LeRobot) and without it (openpi's pi05_libero)."""
+weights and flow-matching noise); with the state in the prompt (padded to the workload's state_pad, 8 here, which
+the checkpoint's max_state_dim hands to the evaluation) and without it (openpi's pi05_libero)."""
 
 import json
 
@@ -16,7 +17,7 @@ SCENARIO = """\
 name: test-openloop
 model: pi05
 workload: {batch_size: 4, cameras: 2, text_tokens: 64, action_horizon: 10, warmup_steps: 1, timed_steps: 1,
-           seed: 0, dtype: fp32, model_size: tiny, robot_state: ROBOT_STATE}
+           seed: 0, dtype: fp32, model_size: tiny, robot_state: ROBOT_STATE, state_pad: 8}
 ladder:
   - name: community
     options: {camera_slots: 3, attention: eager, recompute: nested-full, compile: none}
@@ -57,6 +58,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     policy = make_policy("pi05", str(checkpoint), device="cpu", dtype="fp32", model_size="full", seed=7)
     # openpi's pi05_libero trains without the state in the prompt: the checkpoint tells the evaluation so
     assert policy.describe()["state_in_prompt"] is robot_state
+    assert policy.meta.state_pad == 8  # the workload's: the checkpoint's max_state_dim
     # the synthetic demonstrations' gripper is -1 or 1: the policy snaps its gripper output there
     assert policy.meta.action_values == {6: [-1.0, 1.0]}
     # the training model: the rung built as training builds it, with the checkpoint's weights, and its processor

@@ -154,9 +154,10 @@ class Pi05Family(ModelFamily):
 
     def data_processor(self, size: str, workload: Workload, stats: dict, tokenizer: str | None) -> Pi05Processor:
         """LeRobot's Pi0.5 preprocessing: quantile normalisation of state and actions from the dataset's
-        statistics (epsilon only where a quantile range is zero), the state padded to 32 and discretised into
-        the prompt (unless the workload's robot_state is false), the workload's text tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8 bytes,
-        what the evaluation policy uses for a model without PaliGemma's vocabulary)."""
+        statistics (epsilon only where a quantile range is zero), the state padded to the workload's state_pad
+        (LeRobot: 32) and discretised into the prompt (unless the workload's robot_state is false), the
+        workload's text tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8
+        bytes, what the evaluation policy uses for a model without PaliGemma's vocabulary)."""
         cfg = SIZES[size]
         state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
         action = Normalizer.from_stats("quantile", stats.get("action", {}), 1e-8, False, "action")
@@ -168,7 +169,7 @@ class Pi05Family(ModelFamily):
             tok,
             max_tokens=workload.text_tokens,
             state_in_prompt=workload.robot_state,
-            state_pad=32,
+            state_pad=workload.state_pad,
             state_norm=state,
             action_norm=action,
             image_size=cfg.vision.image_size,

@@ -25,7 +25,6 @@ from ..workload import Workload
 from .checkpoint import to_reference_state_dict
 from .config import Pi05Config
 
-STATE_PAD = 32  # the state is padded to this many values before it is discretised (LeRobot's max_state_dim)
 NORM_EPS = 1e-8  # LeRobot's normaliser epsilon, added only where a quantile range is zero
 NORM_MAP = {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"}
 NORMALIZER_FILE = "normalizer.safetensors"
@@ -38,7 +37,7 @@ def policy_config(cfg: Pi05Config, workload: Workload, extra: dict) -> dict:
         "type": "pi05",
         "chunk_size": workload.action_horizon,
         "n_action_steps": workload.action_horizon,
-        "max_state_dim": STATE_PAD,
+        "max_state_dim": workload.state_pad,  # the state is padded to this many values before it is discretised
         "max_action_dim": cfg.action_dim,
         "tokenizer_max_length": workload.text_tokens,
         "num_inference_steps": SAMPLE_STEPS,
