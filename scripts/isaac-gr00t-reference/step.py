@@ -20,12 +20,18 @@ takes to run it without flash-attn, applied at run time here and nowhere in vlab
   SDPA over the images, each attending to itself only, as varlen does;
 - their random init names two SigLIP2 classes its file never defines: empty stand-ins are registered.
 So the comparison leaves out any flash-attn-2 versus SDPA difference.
+
+With `--dataset PATH` (a vlabench LeRobot v3.0 dataset) the same call also times each side with its own data
+path over that dataset: their step fed by their own DataLoader (data_path.py: their dataset classes over a v2.1
+copy, video decode with a PyAV stand-in for torchcodec, training transforms, Eagle processing, collator, 4
+workers, pinned memory), and vlabench's community rung of scenarios/gr00t-loongforge.yaml run as `vlabench run
+... --rungs community --dataset PATH` runs it (its own process, harness/ladder/runner.py), both over the same
+warm-up and timed steps, each step's batch fetched inside its timing; samples/s of each and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
-import builtins
 import collections
 import gc
 import json
@@ -33,12 +39,22 @@ import os
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from data_path import (  # beside this file
+    MODALITY,
+    describe,
+    isaac_dataset,
+    isaac_loader,
+    isaac_processor,
+    model_config,
+    setup_reference,
+    to_device,
+    to_v21,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -255,29 +271,26 @@ def packed_image_sdpa(
     return out.transpose(1, 2).reshape(n * length, heads, dim), None
 
 
-def isaac_step(detail: bool = True) -> dict:
-    src = ROOT / ".isaac"
-    package = types.ModuleType("gr00t.model")  # their gr00t/model/__init__.py imports the data pipeline
-    package.__path__ = [str(src / "gr00t" / "model")]
-    import gr00t  # noqa: F401
-
-    sys.modules["gr00t.model"] = package
-    from transformers import PreTrainedModel
-
-    PreTrainedModel._check_and_enable_flash_attn_2 = classmethod(lambda cls, config, *a, **k: config)
-    builtins.Siglip2Model = type("Siglip2Model", (), {})
-    builtins.Siglip2ForImageClassification = type("Siglip2ForImageClassification", (), {})
-    from gr00t.configs.model.gr00t_n1d6 import Gr00tN1d6Config
+def isaac_model():
+    """Their model, built from data_path.model_config (the config below with the LIBERO scripts' colour jitter,
+    which only their processor reads), with the SDPA stand-ins; returns it and its build seconds."""
+    setup_reference()
     from gr00t.model.gr00t_n1d6.gr00t_n1d6 import Gr00tN1d6
-    from PIL import Image
 
     t0 = time.perf_counter()
-    model = Gr00tN1d6(Gr00tN1d6Config(max_state_dim=128, max_action_dim=128, action_horizon=HORIZON))
+    model = Gr00tN1d6(model_config(HORIZON))
     built_s = time.perf_counter() - t0
     sys.modules[
         type(model.backbone.model.vision_model).__module__
     ].flash_attention_forward_for_packing = packed_image_sdpa
     model.backbone.model.language_model.config._attn_implementation = "sdpa"
+    return model, built_s
+
+
+def isaac_step(detail: bool = True) -> dict:
+    from PIL import Image
+
+    model, built_s = isaac_model()
     processor = model.collator.processor
     rng = np.random.default_rng(0)
 
@@ -376,6 +389,134 @@ def vlabench_step(rung_options: dict, detail: bool) -> dict:
         extra["components"] = component_profile(step, batch, components)
         extra["sync_sites"] = sync_sites(step, batch)
     return step_record(model, times, max(prompt, VL_TOKENS), **extra)
+
+
+DATA_WARMUP = 10  # the first includes each worker's first shard (their loader) or the workers' start (ours)
+
+
+def timed_fetch_steps(step, next_batch, warmup: int, timed: int) -> tuple[list[float], list[float]]:
+    """Steps each fed by `next_batch()` inside its timing (CUDA events around fetch, copy and step, as a
+    vlabench rung times a dataset feed); returns the timed steps' seconds and their waits for the batch."""
+    times, waits = [], []
+    for i in range(warmup + timed):
+        torch.manual_seed(i)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        batch = next_batch()
+        wait = time.perf_counter() - t0
+        step(batch)
+        end.record()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end) / 1000)
+            waits.append(wait)
+    return times, waits
+
+
+def rates(times: list[float]) -> dict:
+    """samples/s at the median step (as vlabench's rung reports it) and over the whole timed window."""
+    return {"samples_per_s": BATCH / statistics.median(times), "samples_per_s_window": BATCH * len(times) / sum(times)}
+
+
+def isaac_data_step(dataset: Path, timed: int) -> dict:
+    """Their step fed by their own DataLoader over `dataset` (data_path.py), batches moved to the GPU as
+    transformers' Trainer moves them."""
+    t0 = time.perf_counter()
+    v21 = to_v21(dataset, Path("/tmp") / (dataset.name + "-isaac-v21"), MODALITY)
+    converted_s = time.perf_counter() - t0
+    model, built_s = isaac_model()
+    processor = isaac_processor(model_config(HORIZON))
+    data = isaac_dataset(v21, processor)
+    it = iter(isaac_loader(data, processor, BATCH))
+    first = next(it)["inputs"]  # its shapes, before the model moves: what their loader gives
+    model = model.cuda().train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-5)
+    step = train_step(model, params, optimizer, lambda m, b: m(b)["loss"])
+    times, waits = timed_fetch_steps(step, lambda: to_device(next(it)["inputs"]), DATA_WARMUP, timed)
+    single = data.datasets[0]
+    return step_record(
+        model,
+        times,
+        int(first["input_ids"].shape[1]),
+        built_s=built_s,
+        v21_copy_s=converted_s,
+        batch_shapes=describe(first),
+        shard_lengths=[int(n) for n in single.shard_lengths],
+        data_wait_s=waits,
+        data_wait_ms=1e3 * statistics.median(waits),
+        **rates(times),
+    )
+
+
+def vlabench_data_rung(dataset: Path, timed: int, target_name: str) -> dict:
+    """vlabench's community rung over `dataset` as `vlabench run scenarios/gr00t-loongforge.yaml --rungs community
+    --dataset PATH --target TARGET` runs it (its own process), over the same warm-up and timed steps."""
+    import dataclasses
+
+    sys.path.insert(0, str(ROOT))
+    from harness.arguments import resolve_target
+    from harness.ladder.run_cli import with_dataset
+    from harness.ladder.runner import run_rung_process
+    from harness.scenario import load_scenario
+    from harness.spec import scenario_spec
+
+    scenario = with_dataset(load_scenario(ROOT / "scenarios" / "gr00t-loongforge.yaml"), str(dataset))
+    target, error = resolve_target(scenario, target_name)
+    if error:
+        raise ValueError(error)
+    rung = next(r for r in scenario.ladder if r.name == "community")
+    spec = scenario_spec(scenario, target, rung)
+    workload = dataclasses.replace(spec.workload, warmup_steps=DATA_WARMUP, timed_steps=timed)
+    record = run_rung_process(dataclasses.replace(spec, workload=workload), print, timeout_s=None)
+    if record.get("status") != "ok":
+        raise RuntimeError(f"community rung: {record.get('status')}: {record.get('reason')}")
+    keep = ("samples_per_s", "data_wait_ms", "loader", "peak_memory_gib", "losses")
+    return {
+        "options": rung.cumulative,
+        "loader_options": rung.loader_cumulative,
+        "batch_size": workload.batch_size,
+        **{k: record[k] for k in keep if k in record},
+        "step_times_s": record["step_times_s"],
+        "samples_per_s_window": workload.batch_size * len(record["step_times_s"]) / sum(record["step_times_s"]),
+    }
+
+
+def data_paths(result: dict, dataset: Path, timed: int, target: str, out: Path) -> None:
+    """Both sides with their own data path over `dataset`, and ours over theirs in samples/s."""
+    for name, run in (
+        ("isaac_gr00t_data", lambda: isaac_data_step(dataset, timed)),
+        ("vlabench_community_data", lambda: vlabench_data_rung(dataset, timed, target)),
+    ):
+        gc.collect()
+        try:
+            result[name] = run()
+            t = result[name]["step_times_s"]
+            print(
+                f"{name}: {result[name]['samples_per_s']:.1f} samples/s at the median step "
+                f"({1e3 * statistics.median(t):.1f} ms, min {1e3 * min(t):.1f}, max {1e3 * max(t):.1f}), "
+                f"{result[name]['samples_per_s_window']:.1f} over the window, data wait "
+                f"{result[name].get('data_wait_ms', float('nan')):.1f} ms"
+            )
+        except Exception as e:  # keep the other side's measurement
+            import traceback
+
+            result[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+            print(result[name]["traceback"])
+        torch.cuda.empty_cache()
+        out.write_text(json.dumps(result, indent=1))
+    theirs, ours = result["isaac_gr00t_data"], result["vlabench_community_data"]
+    if "samples_per_s" in theirs and "samples_per_s" in ours:
+        result["data_path_ours_over_theirs"] = {
+            "samples_per_s": ours["samples_per_s"] / theirs["samples_per_s"],
+            "samples_per_s_window": ours["samples_per_s_window"] / theirs["samples_per_s_window"],
+        }
+        print(
+            "vlabench community / Isaac-GR00T, each with its data path, samples/s:",
+            result["data_path_ours_over_theirs"],
+        )
+        out.write_text(json.dumps(result, indent=1))
 
 
 SIDE_NAMES = {
@@ -480,6 +621,10 @@ def main() -> int:
         nargs="+",
         help="print the docs' tables instead (no GPU needed): a summary row per result, then each one's details",
     )
+    parser.add_argument("--dataset", type=Path, help="also time both sides with their data paths over this dataset")
+    parser.add_argument("--data-steps", type=int, default=100, help="timed steps of each data-path side")
+    parser.add_argument("--data-only", action="store_true", help="only the data-path sides (needs --dataset)")
+    parser.add_argument("--target", default="h200", help="vlabench's target for its community rung")
     args = parser.parse_args()
     if args.table:
         results = {path.stem: json.loads(path.read_text()) for path in args.table}
@@ -499,6 +644,11 @@ def main() -> int:
         "vlabench_commit": os.environ.get("VLABENCH_GIT_SHA"),
         "vlabench_dirty": os.environ.get("VLABENCH_GIT_DIRTY"),
     }
+    if args.dataset is not None:
+        result["dataset"] = str(args.dataset)
+    if args.data_only:
+        data_paths(result, args.dataset, args.data_steps, args.target, args.out)
+        return 0
     # the reference first: our compile rung leaves a large Python heap (dynamo's and inductor's objects) that
     # every later garbage collection would scan
     sides = [(name, lambda o=o, n=name: vlabench_step(o, n == "vlabench_community")) for name, o in RUNGS.items()]
@@ -551,6 +701,8 @@ def main() -> int:
         if "over_isaac_gr00t" in result["vlabench_community"]:
             result["ours_over_theirs"] = result["vlabench_community"]["over_isaac_gr00t"]
         args.out.write_text(json.dumps(result, indent=1))
+    if args.dataset is not None:
+        data_paths(result, args.dataset, args.data_steps, args.target, args.out)
     return 0
 
 
