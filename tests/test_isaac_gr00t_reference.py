@@ -12,6 +12,8 @@ RESULTS = sorted((ROOT / "results/h200/reference").glob("isaac-gr00t-step-run*.j
 
 
 def load_step_script():
+    if str(SCRIPT.parent) not in sys.path:  # step.py imports data_path.py from beside it, as a script does
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("isaac_gr00t_step", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
