@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 session of the train -> evaluate -> gate scenario (scenarios/pi05-libero-train.yaml, docs/training.md):
 #   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19),
-#      executed with ACTION_NOISE (default 0; docs/training.md, "Demonstrations that show the way back");
+#      executed with ACTION_NOISE (default 0.2; docs/training.md, "Demonstrations that show the way back");
 #   2. a probe: 150 steps of compile-per-layer on the memory loader, from which the steps that fit 8 minutes of
 #      training (frames decoded, compile and steps) are set: STEPS overrides;
 #   3. the goal: compile-per-layer (the fastest bf16 rung) trained that many steps and evaluated, 20 trials per
@@ -19,6 +19,11 @@
 #   - start it with `setsid nohup ... &` and collect with calls issued at once (the machine goes back 30 s after
 #     a call); never `pkill -f` a pattern that the call's own command line contains (it kills the call): write
 #     `pkill -f "[p]ython3 -m harness"`.
+#   - (2026-12-02) ACTION_NOISE=0.2 without the state in the prompt did not raise the success (22% against 25%:
+#     the policy could not see what the corrections depend on; the workload now has the state), and its demonstrations
+#     take 45,561 frames (28 s to decode, 16.7 GiB); STEPS=3900 left the step loop at 8.0 min, 8.6 with the build:
+#     let the probe set the steps (it counts the decode) when the workload changes; collect with
+#     CHECKPOINT=compile-per-layer to bring the policy back for the CPU (scripts/policy_openloop.py, vlabench eval).
 # Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
 # scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
 set -uo pipefail
@@ -35,7 +40,7 @@ step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv > "$logs/gpu.txt" 2>&1
 step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
-  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0}" --assets "$assets" \
+  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
 if [ -z "${STEPS:-}" ]; then
   step "probe: compile-per-layer, 150 steps on the memory loader"
