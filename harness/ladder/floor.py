@@ -1,6 +1,7 @@
 """The kernel floor of a workload on a device (`vlabench floor`): every GEMM of forward and backward at the
 vendor library's speed for its exact shape (torch.mm, i.e. cuBLAS, in the workload's dtype; FP8 through
-torch._scaled_mm where the FP8 rung would convert the layer), plus each attention call at the best
+torch._scaled_mm where the FP8 rung would convert the layer; on a GPU timed as back-to-back calls in a CUDA graph,
+so that a GEMM of a few microseconds is not timed as the host's launch latency), plus each attention call at the best
 implementation available here (SDPA, and FlexAttention with the real block mask on a GPU), summed into the step
 time nothing can beat and its samples/s. A rung's share of the floor says how much of the step is left to win.
 
@@ -22,6 +23,7 @@ from models.fp8 import ALIGNMENT, MIN_FEATURES
 from models.workload import Workload
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
+GRAPH_LAUNCHES = 20  # GEMM calls per timed CUDA graph replay
 
 
 def _time(fn: Callable[[], object], device, repeats: int = REPEATS, warmup: int = 3) -> float:
@@ -45,18 +47,38 @@ def fp8_eligible(layer: Gemm) -> bool:
     return layer.fp8 and all(s % ALIGNMENT == 0 and s >= MIN_FEATURES for s in (layer.n, layer.k))
 
 
+def _time_launches(fn: Callable[[], object], device, launches: int = GRAPH_LAUNCHES) -> float:
+    """Seconds of one call of `fn`, the device's own time: on CUDA `launches` calls captured back to back in one
+    CUDA graph and its replays timed. Timed one launch at a time, a GEMM that runs for a few microseconds
+    measures the host's launch latency instead (the device idles between the start event and the kernel)."""
+    if device.torch_device.type != "cuda":
+        return _time(fn, device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture: library handles and workspaces
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    return _time(graph.replay, device) / launches
+
+
 def time_gemm(m: int, n: int, k: int, dtype: torch.dtype, device, fp8: bool = False) -> float:
     """Seconds of one [m, k] x [k, n] product: in `dtype`, or FP8 e4m3 with per-tensor scales and bf16 output."""
     dev = device.torch_device
     a = torch.randn(m, k, device=dev).to(dtype)
     b = torch.randn(k, n, device=dev).to(dtype)
     if not fp8:
-        return _time(lambda: torch.mm(a, b), device)
+        return _time_launches(lambda: torch.mm(a, b), device)
     m16 = -(-m // ALIGNMENT) * ALIGNMENT  # _scaled_mm wants aligned rows too
     a8 = torch.randn(m16, k, device=dev).to(torch.float8_e4m3fn)
     b8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLAS FP8 wants
     one = torch.ones((), device=dev)
-    return _time(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device)
+    scaled = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    return _time_launches(scaled, device)
 
 
 def _attention_inputs(att: Attention, dtype, dev):
