@@ -11,7 +11,8 @@
 #   6. the test sabotage on compile-per-layer (runs/tl-sabotage), gated against the clean ladder.
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
-# scripts/h200-train-collect.sh packs what it wrote into $OUT.
+# scripts/h200-train-collect.sh packs what it wrote into $OUT. Start it with VLABENCH_GIT_SHA=<the commit sent>
+# VLABENCH_GIT_DIRTY=0|1 (docs/measuring.md, "Provenance"): the device copy's .git reads the session's first commit.
 # What the first session (2026-12-01) taught, for whoever runs it next:
 #   - the wheels and the assets exceed one call's 64 MiB: carry .whl and .gl in a first short call that installs
 #     them into /tmp/site (scripts/device-setup.sh), then .whl2 (robosuite, libero, the assets) in the call that
