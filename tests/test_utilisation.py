@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
+from machine_load import BUSY_LOOP
 
 from harness.machine.utilisation import UtilisationSampler, cpu_times, summary
 
@@ -35,7 +36,7 @@ def test_cpu_share_counts_at_least_the_busy_loops_cpu_time():
     from harness.machine.utilisation import allowed_cpus
 
     cpus = allowed_cpus() or set(range(os.cpu_count()))
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in cpus]
+    hogs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in cpus]
     try:
         time.sleep(0.3)  # past the interpreters' start
         sampler = UtilisationSampler(interval_s=0.1).start()
