@@ -28,21 +28,12 @@ DIMS = ("x", "y", "z", "roll", "pitch", "yaw", "gripper")
 def predictions(policy, dataset, every: int) -> tuple[np.ndarray, np.ndarray]:
     """(predicted, demonstrated) actions [N, 7] over the executed part of each chunk, padding left out."""
     from harness.data.lerobot_format import LIBERO_CAMERAS
-    from harness.eval.protocol import flip, policy_observation
+    from harness.eval.protocol import demonstration_observation
 
     predicted, demonstrated = [], []
     for i in range(0, len(dataset), every):
         sample = dataset[i]
-        raw = {  # the simulator's observation: the dataset holds the images rotated as the policy sees them
-            "agentview_image": flip(sample[LIBERO_CAMERAS[0]].numpy()),
-            "robot0_eye_in_hand_image": flip(sample[LIBERO_CAMERAS[1]].numpy()),
-            "robot0_eef_pos": np.zeros(3),
-            "robot0_eef_quat": np.array([0.0, 0.0, 0.0, 1.0]),
-            "robot0_gripper_qpos": np.zeros(2),
-        }
-        observation = policy_observation(raw, sample["task"])
-        observation["state"] = sample["observation.state"].numpy()
-        observation["noise_seed"] = i
+        observation = {**demonstration_observation(sample, LIBERO_CAMERAS), "noise_seed": i}
         chunk = policy.infer([observation])[0][: policy.replan_steps]
         real = ~sample["action_is_pad"].numpy()[: len(chunk)]
         predicted.append(chunk[real])

@@ -40,7 +40,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     from harness.data.dataset import LeRobotV3Dataset
     from harness.data.lerobot_format import LIBERO_CAMERAS
     from harness.eval.policies import make_policy
-    from harness.eval.protocol import flip, policy_observation
+    from harness.eval.protocol import demonstration_observation
     from models import get_family
     from models.policy import snap_to_values
     from models.workload import Workload
@@ -74,17 +74,8 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     differences, spread, pixels = [], [], []
     for i in (0, 25, 50, 75):
         sample = dataset[i]
-        # the simulator's raw observation: the dataset holds the images rotated as the policy sees them
-        raw = {
-            "agentview_image": flip(sample[LIBERO_CAMERAS[0]].numpy()),
-            "robot0_eye_in_hand_image": flip(sample[LIBERO_CAMERAS[1]].numpy()),
-            "robot0_eef_pos": np.zeros(3),
-            "robot0_eef_quat": np.array([0.0, 0.0, 0.0, 1.0]),
-            "robot0_gripper_qpos": np.zeros(2),
-        }
-        observation = policy_observation(raw, sample["task"])
-        observation["state"] = sample["observation.state"].numpy()  # what state_vector made of the env's obs
-        observation["noise_seed"] = 100 + i
+        # through the protocol's own observation, the images rotated back into the simulator's first
+        observation = {**demonstration_observation(sample, LIBERO_CAMERAS), "noise_seed": 100 + i}
         evaluated = policy.infer([observation])[0]
 
         batch = processor.training_batch([sample], tuple(LIBERO_CAMERAS), torch.Generator().manual_seed(0))

@@ -80,6 +80,20 @@ def policy_observation(obs: dict, prompt: str) -> dict:
     }
 
 
+def demonstration_observation(sample: dict, cameras: tuple[str, str]) -> dict:
+    """What the policy would be shown at a frame of a LIBERO demonstration dataset (a LeRobotV3Dataset sample;
+    `cameras`: its agent-view and wrist keys): the stored images, which are rotated as the policy sees them, turned
+    back into the simulator's and put through `policy_observation`, then the recorded state."""
+    raw = {
+        "agentview_image": flip(sample[cameras[0]].numpy()),
+        "robot0_eye_in_hand_image": flip(sample[cameras[1]].numpy()),
+        "robot0_eef_pos": np.zeros(3),  # the state comes from the sample below
+        "robot0_eef_quat": np.array([0.0, 0.0, 0.0, 1.0]),
+        "robot0_gripper_qpos": np.zeros(2),
+    }
+    return {**policy_observation(raw, sample["task"]), "state": sample["observation.state"].numpy()}
+
+
 @dataclass(frozen=True)
 class PolicyNeeds:
     """What a policy needs from the environment workers, as the policy declares it (models/policy.py:

@@ -483,29 +483,36 @@ def vlabench_data_rung(dataset: Path, timed: int, target_name: str) -> dict:
     }
 
 
+def measure_side(result: dict, name: str, run, report, out: Path) -> None:
+    """One side measured into result[name] and `report`ed; if it fails, its error and traceback instead, so the
+    other sides' measurements stand. The result file is rewritten after each side."""
+    gc.collect()
+    try:
+        result[name] = run()
+        report(name, result[name])
+    except Exception as e:  # keep the other sides' measurements
+        import traceback
+
+        result[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        print(result[name]["traceback"])
+    torch.cuda.empty_cache()  # the side's model and optimizer went with its function
+    out.write_text(json.dumps(result, indent=1))
+
+
+def report_data_side(name: str, side: dict) -> None:
+    t = side["step_times_s"]
+    print(
+        f"{name}: {side['samples_per_s']:.1f} samples/s at the median step "
+        f"({1e3 * statistics.median(t):.1f} ms, min {1e3 * min(t):.1f}, max {1e3 * max(t):.1f}), "
+        f"{side['samples_per_s_window']:.1f} over the window, data wait {side.get('data_wait_ms', float('nan')):.1f} ms"
+    )
+
+
 def data_paths(result: dict, dataset: Path, timed: int, target: str, out: Path) -> None:
     """Both sides with their own data path over `dataset`, and ours over theirs in samples/s."""
-    for name, run in (
-        ("isaac_gr00t_data", lambda: isaac_data_step(dataset, timed)),
-        ("vlabench_community_data", lambda: vlabench_data_rung(dataset, timed, target)),
-    ):
-        gc.collect()
-        try:
-            result[name] = run()
-            t = result[name]["step_times_s"]
-            print(
-                f"{name}: {result[name]['samples_per_s']:.1f} samples/s at the median step "
-                f"({1e3 * statistics.median(t):.1f} ms, min {1e3 * min(t):.1f}, max {1e3 * max(t):.1f}), "
-                f"{result[name]['samples_per_s_window']:.1f} over the window, data wait "
-                f"{result[name].get('data_wait_ms', float('nan')):.1f} ms"
-            )
-        except Exception as e:  # keep the other side's measurement
-            import traceback
-
-            result[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-            print(result[name]["traceback"])
-        torch.cuda.empty_cache()
-        out.write_text(json.dumps(result, indent=1))
+    measure_side(result, "isaac_gr00t_data", lambda: isaac_data_step(dataset, timed), report_data_side, out)
+    run_ours = lambda: vlabench_data_rung(dataset, timed, target)  # noqa: E731
+    measure_side(result, "vlabench_community_data", run_ours, report_data_side, out)
     theirs, ours = result["isaac_gr00t_data"], result["vlabench_community_data"]
     if "samples_per_s" in theirs and "samples_per_s" in ours:
         result["data_path_ours_over_theirs"] = {
@@ -517,6 +524,28 @@ def data_paths(result: dict, dataset: Path, timed: int, target: str, out: Path) 
             result["data_path_ours_over_theirs"],
         )
         out.write_text(json.dumps(result, indent=1))
+
+
+def report_step_side(name: str, side: dict) -> None:
+    times = side["step_times_s"]
+    print(
+        f"{name}: median {1000 * statistics.median(times):.1f} ms (min {1000 * min(times):.1f}, max "
+        f"{1000 * max(times):.1f}), VL {side['vl_tokens']} tokens, "
+        f"{side['trainable'] / 1e9:.3f}B of {side['params'] / 1e9:.3f}B trainable"
+    )
+    p = side["profile"]
+    print(
+        f"  profiled: kernels {1000 * p['kernel_s']:.1f} ms of {1000 * p['wall_s']:.1f} ms per step, "
+        f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms, host done after "
+        f"{1000 * p['host_s']:.1f} ms"
+    )
+    if "components" in side:
+        c = side["components"]
+        print("  forward host ms:", {k: round(v, 1) for k, v in c["forward_host_ms"].items()})
+        print("  aten ops:", {k: v["total"] for k, v in c["ops"].items()})
+        print("  syncs:", json.dumps(side["sync_sites"]))
+    for row in p["top_kernels"][:5] + p["top_host_ops"][:8] + p["syncs"] + p["python_top"]["by_own_time"][:12]:
+        print("   ", json.dumps(row))
 
 
 SIDE_NAMES = {
@@ -653,35 +682,7 @@ def main() -> int:
     # every later garbage collection would scan
     sides = [(name, lambda o=o, n=name: vlabench_step(o, n == "vlabench_community")) for name, o in RUNGS.items()]
     for name, run in [("isaac_gr00t", isaac_step), *sides]:
-        gc.collect()
-        try:
-            result[name] = run()
-            times = result[name]["step_times_s"]
-            print(
-                f"{name}: median {1000 * statistics.median(times):.1f} ms (min {1000 * min(times):.1f}, max "
-                f"{1000 * max(times):.1f}), VL {result[name]['vl_tokens']} tokens, "
-                f"{result[name]['trainable'] / 1e9:.3f}B of {result[name]['params'] / 1e9:.3f}B trainable"
-            )
-            p = result[name]["profile"]
-            print(
-                f"  profiled: kernels {1000 * p['kernel_s']:.1f} ms of {1000 * p['wall_s']:.1f} ms per step, "
-                f"{p['kernel_launches']:.0f} launches, device idle {1000 * p['idle_s']:.1f} ms, host done after "
-                f"{1000 * p['host_s']:.1f} ms"
-            )
-            if "components" in result[name]:
-                c = result[name]["components"]
-                print("  forward host ms:", {k: round(v, 1) for k, v in c["forward_host_ms"].items()})
-                print("  aten ops:", {k: v["total"] for k, v in c["ops"].items()})
-                print("  syncs:", json.dumps(result[name]["sync_sites"]))
-            for row in p["top_kernels"][:5] + p["top_host_ops"][:8] + p["syncs"] + p["python_top"]["by_own_time"][:12]:
-                print("   ", json.dumps(row))
-        except Exception as e:  # keep the other side's measurement
-            import traceback
-
-            result[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-            print(result[name]["traceback"])
-        torch.cuda.empty_cache()  # the side's model and optimizer went with its function
-        args.out.write_text(json.dumps(result, indent=1))
+        measure_side(result, name, run, report_step_side, args.out)
     # the reference timed again after our rungs: how much the order and the host's drift move it
     gc.collect()
     try:
