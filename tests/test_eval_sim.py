@@ -170,6 +170,23 @@ def test_demonstration_noise_is_executed_and_the_policys_actions_recorded(tasks)
     assert not np.array_equal(clean["state"], noisy["state"])
 
 
+def test_action_noise_takes_the_positions_and_the_rotations_deviations_apart():
+    """`--action-noise P,R`: deviation P on the three position values, R on the three rotation values, none on the
+    gripper; one value is the same draw as the pair (P, P), so a dataset made with it is unchanged."""
+    from harness.eval.episode import _perturbed, arm_noise_deviations
+
+    action = np.array([0.1, -0.1, 0.2, 0.01, -0.02, 0.0, -1.0])
+    assert arm_noise_deviations(0.2).tolist() == [0.2] * 6
+    position_only = _perturbed(action, np.random.default_rng(3), arm_noise_deviations((0.3, 0.0)))
+    assert not np.allclose(position_only[:3], action[:3])
+    assert np.array_equal(position_only[3:], action[3:])
+    rotation_only = _perturbed(action, np.random.default_rng(3), arm_noise_deviations((0.0, 0.3)))
+    assert np.array_equal(rotation_only[:3], action[:3]) and not np.allclose(rotation_only[3:6], action[3:6])
+    assert rotation_only[6] == -1.0
+    one, pair = (_perturbed(action, np.random.default_rng(5), arm_noise_deviations(n)) for n in (0.2, (0.2, 0.2)))
+    assert np.array_equal(one, pair)
+
+
 def _tiny_lerobot_checkpoint(folder: Path) -> Path:
     from safetensors.torch import save_file
 

@@ -151,6 +151,18 @@ def test_make_dataset_first_trial_needs_libero(tmp_path, capsys):
     assert "--first-trial: expected a non-negative state index, with --source libero" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "source, noise", [("synthetic", "0.2"), ("libero", "1.5"), ("libero", "0.1,0.2,0.3"), ("libero", "0.1,x")]
+)
+def test_make_dataset_refuses_action_noise_it_cannot_execute(tmp_path, capsys, source, noise):
+    argv = ["make-dataset", "--source", source, "--episodes", "2", "--action-noise", noise, "--out", str(tmp_path / "d")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    expected = "--action-noise: expected a deviation from 0 to 1, or two (position,rotation), with --source libero"
+    assert expected in err and repr(noise) in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()
+
+
 def test_compare_sets_trained_rungs_side_by_side_per_target(tmp_path, capsys):
     """`vlabench compare` of two train-ladder results: per rung and target, samples/s with the speedup beside
     the success rate."""

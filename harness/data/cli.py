@@ -42,11 +42,11 @@ def add_make_dataset_arguments(p) -> None:
     )
     p.add_argument(
         "--action-noise",
-        type=float,
-        default=0.0,
-        metavar="SIGMA",
+        default="0",
+        metavar="SIGMA[,ROT]",
         help="libero: execute the policy's arm actions with Gaussian noise of this deviation (in the controller's "
-        "[-1, 1] units) and record its own actions: demonstrations that show the way back to the path (default 0)",
+        "[-1, 1] units) and record its own actions: demonstrations that show the way back to the path (default 0). "
+        "Two values: the position's deviation, then the rotation's",
     )
     p.add_argument("--assets", help="libero: LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
 
@@ -57,14 +57,23 @@ def _check_args(args) -> None:
     if args.source == "libero" and args.image_size != 256:
         raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
     _check_sizes(args.episodes, args.fps, args.image_size)
-    if not 0 <= args.action_noise <= 1 or (args.action_noise and args.source != "libero"):
-        raise DatasetError(
-            "--action-noise", None, "a deviation from 0 to 1, with --source libero", str(args.action_noise)
-        )
+    args.action_noise = _noise_deviations(args.action_noise, args.source)
     if args.first_trial < 0 or (args.first_trial and args.source != "libero"):
         raise DatasetError(
             "--first-trial", None, "a non-negative state index, with --source libero", str(args.first_trial)
         )
+
+
+def _noise_deviations(text: str, source: str) -> float | tuple[float, float]:
+    """--action-noise: one deviation for the arm's six values, or the position's and the rotation's."""
+    expected = "a deviation from 0 to 1, or two (position,rotation), with --source libero"
+    try:
+        values = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise DatasetError("--action-noise", None, expected, repr(text)) from None
+    if len(values) not in (1, 2) or not all(0 <= v <= 1 for v in values) or (any(values) and source != "libero"):
+        raise DatasetError("--action-noise", None, expected, repr(text))
+    return values[0] if len(values) == 1 else (values[0], values[1])
 
 
 def _check_sizes(episodes: int, fps: int, image_size: int) -> None:

@@ -26,12 +26,13 @@ def libero_episodes(
     seed: int,
     progress: Callable[[str], None] = print,
     first_trial: int = 0,
-    action_noise: float = 0.0,
+    action_noise: float | tuple[float, float] = 0.0,
 ) -> Iterator[Episode]:
     """`count` rollouts (over the tasks in turn, from their stored initial states `first_trial` on), yielding the
     successful ones as they finish. An evaluation of T trials per task starts at state 0, so demonstrations
     from `first_trial >= T` never share an initial state with it. `action_noise`: the deviation of the noise
-    executed with the policy's arm actions (harness/eval/episode.py); the episodes record the policy's own."""
+    executed with the policy's arm actions, or (position, rotation) deviations (harness/eval/episode.py); the
+    episodes record the policy's own."""
     from ..eval import sim
     from ..eval.policies import make_policy
 

@@ -75,7 +75,7 @@ def run_episode(
     render_every_step: bool = False,
     seed: int | None = None,
     demonstration: bool = False,
-    action_noise: float = 0.0,
+    action_noise: float | tuple[float, float] = 0.0,
 ) -> EpisodeOutcome:
     """One episode of the protocol. `get_chunk(observation)` returns an action chunk [H, 7]. Cameras render
     only for steps whose observation is used (a re-plan or a recorded frame) unless `render_every_step`;
@@ -91,13 +91,15 @@ def run_episode(
 
     `demonstration` keeps every step's camera images, state and action (`outcome.demo`), for datasets. With
     `action_noise` the arm's six action values are executed with Gaussian noise of that deviation added (seeded
-    by `seed`), while the demonstration records the policy's own action."""
+    by `seed`; a pair gives the position's and the rotation's deviations), while the demonstration records the
+    policy's own action."""
     skip = not (render_every_step or record or demonstration)
     obs, reader = _start_episode(env, init_state, seed, skip, needs)
     plan: collections.deque = collections.deque()
     outcome = EpisodeOutcome(success=False, steps=0, reason="timeout")
     demo = {"image": [], "wrist_image": [], "state": [], "action": []} if demonstration else None
-    noise = np.random.default_rng(seed) if action_noise > 0 else None
+    deviations = arm_noise_deviations(action_noise)
+    noise = np.random.default_rng(seed) if deviations.any() else None
     for step in range(max_steps):
         if record:
             outcome.frames.append(resize_with_pad(flip(obs["agentview_image"])))  # as the policy sees it
@@ -110,7 +112,7 @@ def run_episode(
         if skip and needs.images:
             set_cameras(env, not plan)  # images are needed after this step only if the plan runs out
         if noise is not None:
-            action = _perturbed(action, noise, action_noise)
+            action = _perturbed(action, noise, deviations)
         obs, _, done, _ = env.step(action.tolist())
         outcome.steps = step + 1
         if done:
@@ -160,10 +162,16 @@ def _action_chunk(get_chunk: Callable[[dict], np.ndarray], observation: dict) ->
 ARM_DIMS = 6  # the action's position and rotation deltas; the seventh, the gripper, is executed as given
 
 
-def _perturbed(action: np.ndarray, rng: np.random.Generator, deviation: float) -> np.ndarray:
+def arm_noise_deviations(action_noise: float | tuple[float, float] | list[float]) -> np.ndarray:
+    """The noise deviation of each of the arm's six action values: one for all, or (position, rotation)."""
+    position, rotation = (action_noise, action_noise) if np.isscalar(action_noise) else action_noise
+    return np.array([position] * 3 + [rotation] * 3, dtype=np.float64)
+
+
+def _perturbed(action: np.ndarray, rng: np.random.Generator, deviations: np.ndarray) -> np.ndarray:
     """The action with Gaussian noise on the arm's values, kept in the controller's [-1, 1] range."""
     out = np.array(action, dtype=np.float64)
-    out[:ARM_DIMS] = np.clip(out[:ARM_DIMS] + rng.normal(0.0, deviation, ARM_DIMS), -1.0, 1.0)
+    out[:ARM_DIMS] = np.clip(out[:ARM_DIMS] + rng.normal(0.0, deviations, ARM_DIMS), -1.0, 1.0)
     return out
 
 

@@ -42,7 +42,7 @@ class EpisodeSpec:
     demonstration: bool = False  # keep the episode's images, states and actions (datasets)
     # a demonstration executes its policy's arm actions plus Gaussian noise of this deviation and records the
     # policy's own: states off the clean path, labelled with the way back (DART, Laskey et al. 2017)
-    action_noise: float = 0.0
+    action_noise: float | tuple[float, float] = 0.0  # one deviation, or (position, rotation)
 
     @property
     def key(self) -> tuple:
