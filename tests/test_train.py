@@ -81,6 +81,7 @@ def test_checkpoints_load_and_resume_continues_the_run_exactly(scenario, dataset
     result = load_result(a / "train.json")
     record = result["train"]
     assert result["kind"] == "train" and result["rungs"] == [] and [p["start_step"] for p in record["parts"]] == [0, 6]
+    assert all(p["gpu_state"] is None for p in record["parts"])  # no GPU to sample here
     assert record["steps_done"] == 10 and record["final_loss"] == pytest.approx(sum(losses(a)) / 10)
     assert record["recipe_changed"]["ema_decay"] == [0.999, 0.9] and record["samples_per_s"] > 0
     state = json.loads((a / "checkpoints" / "step-00000010" / "train_state.json").read_text())

@@ -155,7 +155,17 @@ def test_make_dataset_first_trial_needs_libero(tmp_path, capsys):
     "source, noise", [("synthetic", "0.2"), ("libero", "1.5"), ("libero", "0.1,0.2,0.3"), ("libero", "0.1,x")]
 )
 def test_make_dataset_refuses_action_noise_it_cannot_execute(tmp_path, capsys, source, noise):
-    argv = ["make-dataset", "--source", source, "--episodes", "2", "--action-noise", noise, "--out", str(tmp_path / "d")]
+    argv = [
+        "make-dataset",
+        "--source",
+        source,
+        "--episodes",
+        "2",
+        "--action-noise",
+        noise,
+        "--out",
+        str(tmp_path / "d"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     expected = "--action-noise: expected a deviation from 0 to 1, or two (position,rotation), with --source libero"

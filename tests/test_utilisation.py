@@ -92,3 +92,33 @@ def test_a_pinned_process_is_measured_on_its_own_cpus():
     record = json.loads(done.stdout)
     assert record["cpu_source"] == "/proc/stat, the process's CPU affinity (1 CPUs)"
     assert record["cpu_percent"]["mean"] > 80  # the one CPU was busy (the sampler thread shares it)
+
+
+def test_gpu_state_samples_are_tagged_with_the_step_the_run_had_reached():
+    """The GPU-state sampler writes each reading beside the loop's step, so that slow steps can be matched with
+    the clock; readers stand in for NVML (no GPU here), and without readers nothing is sampled."""
+    from harness.machine.gpu_state import COLUMNS, GpuStateSampler
+
+    clock = iter(range(1980, 0, -10))
+    readers = {
+        "sm_clock_mhz": lambda: float(next(clock)),
+        "power_w": lambda: 400.0,
+        "temperature_c": lambda: 50.0,
+        "utilisation_percent": lambda: 99.0,
+    }
+    sampler = GpuStateSampler(readers, interval_s=0.01).start()
+    deadline = time.perf_counter() + 30
+    for step in range(5):
+        sampler.step = step
+        seen = len(sampler.samples)  # a reading under way may still carry the step before: wait for two more
+        while len(sampler.samples) < seen + 2 and time.perf_counter() < deadline:
+            time.sleep(0.005)
+    record = sampler.stop()
+    rows = record["samples"]
+    assert record["columns"] == list(COLUMNS) and len(rows) >= 10
+    steps = [row[1] for row in rows]
+    assert steps == sorted(steps) and set(steps) == set(range(5))  # every step seen, in order
+    clocks = [row[2] for row in rows]
+    assert clocks == list(range(1980, 1980 - 10 * len(rows), -10))  # one reading per sample, in order
+    assert record["summary"]["power_w"]["mean"] == 400.0 and sampler.latest("sm_clock_mhz") == clocks[-1]
+    assert GpuStateSampler(None).start().stop() is None

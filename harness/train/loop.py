@@ -13,8 +13,11 @@ import time
 import uuid
 from pathlib import Path
 
+import torch
+
 from ..errors import InputError
 from ..ladder.rung import seed_step
+from ..machine.gpu_state import GpuStateSampler, nvml_readers
 from ..results import ResultWriter, load_result, provenance
 from ..scenario import Workload
 from ..spec import RungSpec
@@ -227,14 +230,42 @@ def progress_line(step: int, steps: int, record: dict, batch: int, every: int, w
 
 
 def run_steps(training: Training, plan: TrainPlan, spec: RungSpec, identity: dict, record: dict, writer) -> None:
-    """The training loop from the record's step to plan.steps, with progress lines and checkpoints."""
-    batch, seed = spec.workload.batch_size * spec.grad_accum, spec.workload.seed
-    every = plan.log_every or max(1, min(100, plan.steps // 20))
+    """The training loop from the record's step to plan.steps, with progress lines and checkpoints; the GPU's
+    clocks, power and temperature are sampled beside the steps (the part's `gpu_state`)."""
     start = len(record["losses"])
     part = {"start_step": start, "end_step": start, "wall_s": 0.0, "run_id": writer.data["provenance"]["run_id"]}
     record["parts"].append(part)
+    sampler = GpuStateSampler(gpu_readers(training.device)).start()
+    try:
+        _step_loop(training, plan, spec, identity, record, writer, part, sampler)
+    finally:
+        part["gpu_state"] = sampler.stop()
+    writer.update({"train": summarize(record, spec.workload.batch_size * spec.grad_accum)})
+
+
+def gpu_readers(device) -> dict | None:
+    """NVML readers of the training's CUDA device, or None (a CPU, or another accelerator)."""
+    if device.torch_device.type != "cuda":
+        return None
+    index = device.torch_device.index
+    return nvml_readers(index if index is not None else torch.cuda.current_device())
+
+
+def _step_loop(
+    training: Training,
+    plan: TrainPlan,
+    spec: RungSpec,
+    identity: dict,
+    record: dict,
+    writer,
+    part: dict,
+    sampler: GpuStateSampler,
+) -> None:
+    batch, seed = spec.workload.batch_size * spec.grad_accum, spec.workload.seed
+    every = plan.log_every or max(1, min(100, plan.steps // 20))
     began, waits = time.perf_counter(), []
-    for step in range(start, plan.steps):
+    for step in range(part["start_step"], plan.steps):
+        sampler.step = step
         seed_step(seed, step)  # draws inside the step repeat across rungs and resumed runs
         lr = lr_at(plan.recipe, step)
         set_lr(training.optimizer, lr)
@@ -251,7 +282,9 @@ def run_steps(training: Training, plan: TrainPlan, spec: RungSpec, identity: dic
         part.update(end_step=step + 1, wall_s=time.perf_counter() - began)
         done = step + 1
         if done % every == 0 or done == plan.steps:
-            print_progress(progress_line(done, plan.steps, record, batch, every, 1000 * statistics.median(waits)))
+            line = progress_line(done, plan.steps, record, batch, every, 1000 * statistics.median(waits))
+            clock = sampler.latest("sm_clock_mhz")
+            print_progress(line if clock is None else f"{line}  sm clock {clock:.0f} MHz")
             waits = []
         if done == plan.steps or (plan.checkpoint_every and done % plan.checkpoint_every == 0):
             folder = save(training, plan, spec, identity, done, record["losses"])
