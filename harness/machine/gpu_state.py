@@ -46,6 +46,7 @@ class GpuStateSampler:
         self.interval_s = interval_s
         self.step = 0
         self.samples: list[list[float]] = []
+        self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="vlabench-gpu-state", daemon=True)
         self._began = 0.0
@@ -58,7 +59,11 @@ class GpuStateSampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.samples.append(self.read())
+            try:
+                self.samples.append(self.read())
+            except Exception as e:  # NVML gone mid-run: keep what was read, say why it ends
+                self.error = f"{type(e).__name__}: {e}"
+                return
 
     def read(self) -> list[float]:
         values = [self.readers[name]() for name in COLUMNS[2:]]
@@ -82,6 +87,7 @@ class GpuStateSampler:
             "columns": list(COLUMNS),
             "samples": self.samples,
             "summary": {name: summary(columns[name]) for name in COLUMNS[2:]},
+            "error": self.error,
         }
 
 
