@@ -2,6 +2,7 @@
 are the ones its --table prints from the committed results, and its summary reads the results as documented."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,16 @@ def test_the_summary_sets_each_rung_against_the_pooled_reference_and_our_communi
         row
         == "| r (abc1234) | 400.0 ms (300.0, 500.0) | 360.0 ms | 200.0 ms | 160.0 ms | 0.90 | 2.00x (1.80x) | 2.50x (2.25x) |"
     )
+
+
+def test_the_diagnosis_script_loads_beside_the_step_script():
+    """diagnose.py runs only on the GPU with their code; here: it imports what it uses (the step script's timing
+    and profile, the data path's loader and stand-ins, vlabench's host probe and CPU counters)."""
+    load_step_script()
+    path = SCRIPT.parent / "diagnose.py"
+    spec = importlib.util.spec_from_file_location("isaac_gr00t_diagnose", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.reference.synthetic_batch and module.data_path.DECODER_THREADS is None
+    ticks = module.process_cores([os.getpid()])
+    assert list(ticks.values())[0] > 0  # this process has used CPU time

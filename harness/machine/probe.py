@@ -72,11 +72,7 @@ class MachineProbe:
         return seconds
 
     def _time_host(self) -> float:
-        x = self._host
-        start = time.perf_counter()
-        for _ in range(HOST_OPS):
-            x.add_(1.0)
-        return time.perf_counter() - start
+        return time_host_ops(self._host)
 
     def record(self) -> dict:
         dtype = get_backend(self.device.backend).probe_dtype
@@ -91,6 +87,15 @@ class MachineProbe:
                 else {}
             ),
         }
+
+
+def time_host_ops(x: torch.Tensor) -> float:
+    """Seconds for HOST_OPS in-place adds to a one-element CPU tensor: the host's dispatch speed, which a busy or
+    throttled host slows down whatever the device does."""
+    start = time.perf_counter()
+    for _ in range(HOST_OPS):
+        x.add_(1.0)
+    return time.perf_counter() - start
 
 
 def probe_rates(record: dict | None) -> list[float] | None:

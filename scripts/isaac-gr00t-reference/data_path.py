@@ -138,13 +138,19 @@ def to_v21(src: Path, dst: Path, modality_json: Path) -> Path:
 # --- run-time stand-ins -----------------------------------------------------------------------------------
 
 
+# None: the decoder threads their call asks for (0, FFmpeg's choice); diagnose.py's single-thread phase sets 1 before
+# the loader's workers fork
+DECODER_THREADS: int | None = None
+
+
 class PyAVVideoDecoder:
     """What `video_utils.get_frames_by_indices` uses of torchcodec's `VideoDecoder`, decoded with PyAV: every
     frame up to the last index asked for, in decode order, RGB, NHWC."""
 
     def __init__(self, path, device="cpu", dimension_order="NHWC", num_ffmpeg_threads=0):
         assert device == "cpu" and dimension_order == "NHWC"
-        self.path, self.threads = str(path), num_ffmpeg_threads
+        self.path = str(path)
+        self.threads = num_ffmpeg_threads if DECODER_THREADS is None else DECODER_THREADS
 
     def get_frames_at(self, indices):
         indices = np.asarray(indices)
@@ -256,8 +262,9 @@ def isaac_dataset(dataset_v21: Path, processor):
     )
 
 
-def isaac_loader(dataset, processor, batch: int, workers: int = WORKERS):
-    """`trainer.py:227-242` with the LIBERO scripts' workers and transformers' default pin_memory."""
+def isaac_loader(dataset, processor, batch: int, workers: int = WORKERS, worker_init=None):
+    """`trainer.py:227-242` with the LIBERO scripts' workers and transformers' default pin_memory. `worker_init`:
+    run in each worker as it starts (diagnose.py's single-thread phase; theirs sets none)."""
     from gr00t.configs.data.data_config import DataConfig
 
     return torch.utils.data.DataLoader(
@@ -267,6 +274,7 @@ def isaac_loader(dataset, processor, batch: int, workers: int = WORKERS):
         num_workers=workers,
         pin_memory=True,
         persistent_workers=workers > 0,
+        worker_init_fn=worker_init,
         **({"multiprocessing_context": DataConfig().multiprocessing_context} if workers > 0 else {}),
     )
 

@@ -81,16 +81,17 @@ def time_steps(step, batch) -> list[float]:
 def profile_steps(step, batch, steps: int = 3) -> dict:
     """Where a side's step goes, after its timed steps: kernel time, device idle (launch gaps, host work), kernel
     launches and top kernels per step (harness/ladder/profile.py's summary), and the host operators with the most CPU
-    time of their own."""
+    time of their own. `batch`: the batch every step takes, or a function fetching each step's (fetch profiled)."""
     from harness.ladder.profile import kernel_summary
 
+    fetch = batch if callable(batch) else lambda: batch
     walls, hosts = [], []
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(steps):
             torch.manual_seed(WARMUP + TIMED + i)
             start = time.perf_counter()
-            step(batch)
+            step(fetch())
             hosts.append(time.perf_counter() - start)  # until the host has issued everything
             torch.cuda.synchronize()
             walls.append(time.perf_counter() - start)
@@ -107,7 +108,7 @@ def profile_steps(step, batch, steps: int = 3) -> dict:
         {"name": e.key, "calls_per_step": e.count / steps, "cpu_ms_per_step": e.cpu_time_total / 1e3 / steps}
         for e in syncs
     ]
-    summary["python_top"] = python_profile(step, batch)
+    summary["python_top"] = python_profile(step, fetch())
     return summary
 
 
@@ -287,10 +288,11 @@ def isaac_model():
     return model, built_s
 
 
-def isaac_step(detail: bool = True) -> dict:
+def synthetic_batch(model) -> dict:
+    """A batch of BATCH random samples through their collator (on the CPU): two 224x224 views each and an
+    instruction whose VL sequence is VL_TOKENS long, as the community rung's synthetic batch."""
     from PIL import Image
 
-    model, built_s = isaac_model()
     processor = model.collator.processor
     rng = np.random.default_rng(0)
 
@@ -311,17 +313,20 @@ def isaac_step(detail: bool = True) -> dict:
             "embodiment_id": np.int64(2),
         }
 
-    # an instruction whose VL sequence is 220 tokens, as the community rung's
+    # an instruction whose VL sequence is VL_TOKENS long, as the community rung's
     words = (" and then ".join([BASE_INSTRUCTION] * 4)).split()
     for n in range(len(words), 0, -1):
         instruction = " ".join(words[:n])
         if model.collator([sample(instruction)])["inputs"]["input_ids"].shape[1] <= VL_TOKENS:
             break
-    batch = model.collator([sample(instruction) for _ in range(BATCH)])["inputs"]
+    return model.collator([sample(instruction) for _ in range(BATCH)])["inputs"]
+
+
+def isaac_step(detail: bool = True) -> dict:
+    model, built_s = isaac_model()
+    batch = synthetic_batch(model)
     model = model.cuda().train()
-    # on the GPU before the step, as transformers' Trainer moves a batch (lists of tensors included: their
-    # collator gives pixel_values as one tensor per image)
-    batch = {k: [t.cuda() for t in v] if isinstance(v, list) else v.cuda() for k, v in batch.items()}
+    batch = to_device(batch)  # on the GPU before the step, as transformers' Trainer moves a batch
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-5)
     step = train_step(model, params, optimizer, lambda m, b: m(b)["loss"])
@@ -394,9 +399,10 @@ def vlabench_step(rung_options: dict, detail: bool) -> dict:
 DATA_WARMUP = 10  # the first includes each worker's first shard (their loader) or the workers' start (ours)
 
 
-def timed_fetch_steps(step, next_batch, warmup: int, timed: int) -> tuple[list[float], list[float]]:
+def timed_fetch_steps(step, next_batch, warmup: int, timed: int, after_step=None) -> tuple[list[float], list[float]]:
     """Steps each fed by `next_batch()` inside its timing (CUDA events around fetch, copy and step, as a
-    vlabench rung times a dataset feed); returns the timed steps' seconds and their waits for the batch."""
+    vlabench rung times a dataset feed); returns the timed steps' seconds and their waits for the batch.
+    `after_step()` runs after each timed step, outside its timing (diagnose.py's host probe)."""
     times, waits = [], []
     for i in range(warmup + timed):
         torch.manual_seed(i)
@@ -411,6 +417,8 @@ def timed_fetch_steps(step, next_batch, warmup: int, timed: int) -> tuple[list[f
         if i >= warmup:
             times.append(start.elapsed_time(end) / 1000)
             waits.append(wait)
+            if after_step is not None:
+                after_step()
     return times, waits
 
 
