@@ -40,9 +40,9 @@ class StandInTokenizer:
 
     _PIECES = re.compile(r" ?[A-Za-z]+| ?\d|[^\sA-Za-z\d]| ")
 
-    def __init__(self, vocab: int):
+    def __init__(self, vocab: int, name: str | None = None):
         self.vocab = vocab
-        self.name = f"stand-in (hashed pieces, vocab {vocab})"
+        self.name = name or f"stand-in (hashed pieces, vocab {vocab})"
 
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
         ids = [2] if add_bos else []
@@ -50,6 +50,21 @@ class StandInTokenizer:
             for i in range(0, len(piece), 5):
                 ids.append(3 + zlib.crc32(piece[i : i + 5].encode()) % (self.vocab - 3))
         return ids
+
+
+# Tokenizers that need no file, by the name a checkpoint records: UTF-8 bytes, or the stand-in's hashed pieces for
+# a small model that should see about as many prompt tokens as a SentencePiece vocabulary gives (LIBERO's longest
+# prompt with its state: 140 bytes, 56 pieces)
+BUILTIN = ("bytes", "pieces")
+
+
+def builtin_tokenizer(name: str, vocab: int) -> Tokenizer:
+    """The file-free tokenizer `name` (BUILTIN) for a model of `vocab` ids."""
+    if name == "bytes":
+        return ByteTokenizer(vocab)
+    if name == "pieces":
+        return StandInTokenizer(vocab, name="pieces")
+    raise ValueError(f"tokenizer {name!r}: expected one of {', '.join(BUILTIN)} or a SentencePiece model file")
 
 
 class SentencePieceTokenizer:

@@ -3,7 +3,8 @@ builds it and shown dataset frames as the LIBERO simulator presents them (raw 25
 resized with padding by the protocol, the state the environment gives), sees the training batch's prompt tokens
 and its pixels within one uint8 level, and on those pixels reproduces the training model's predictions (the same
 weights and flow-matching noise); with the state in the prompt (padded to the workload's state_pad, 8 here, which
-the checkpoint's max_state_dim hands to the evaluation) and without it (openpi's pi05_libero)."""
+the checkpoint's max_state_dim hands to the evaluation) and without it (openpi's pi05_libero); with the byte
+tokenizer, and with the hashed word pieces (`--tokenizer pieces`), which the checkpoint names for the evaluation."""
 
 import json
 
@@ -35,8 +36,10 @@ def one_thread():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("robot_state", [True, False], ids=["state-in-prompt", "no-state"])
-def test_eval_policy_reproduces_the_training_models_predictions_on_training_frames(tmp_path, robot_state):
+@pytest.mark.parametrize(
+    "robot_state, tokenizer", [(True, "pieces"), (False, "bytes")], ids=["state-in-prompt-pieces", "no-state-bytes"]
+)
+def test_eval_policy_reproduces_the_training_models_predictions_on_training_frames(tmp_path, robot_state, tokenizer):
     from harness.data.dataset import LeRobotV3Dataset
     from harness.data.lerobot_format import LIBERO_CAMERAS
     from harness.eval.policies import make_policy
@@ -51,6 +54,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     assert main(["make-dataset", "--source", "synthetic", "--episodes", "1", "--out", str(data)]) == 0
     train = ["train", str(scenario), "--rung", "community", "--dataset", str(data), "--steps", "60", "--out", str(out)]
     fast = ["--target", "cpu", "--workers", "0", "--warmup-steps", "5", "--peak-lr", "3e-3", "--ema-decay", "0.9"]
+    fast += ["--tokenizer", tokenizer]
     assert main([*train, *fast]) == 0
     checkpoint = out / "checkpoints" / "step-00000060"
 
@@ -61,6 +65,7 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     assert policy.meta.state_pad == 8  # the workload's: the checkpoint's max_state_dim
     # the synthetic demonstrations' gripper is -1 or 1: the policy snaps its gripper output there
     assert policy.meta.action_values == {6: [-1.0, 1.0]}
+    assert policy.processor.tokenizer.name == tokenizer  # the checkpoint's config.json names it
     # the training model: the rung built as training builds it, with the checkpoint's weights, and its processor
     run = json.loads((checkpoint / "train_state.json").read_text())["run"]
     record, family = run["workload"], get_family("pi05")
@@ -79,8 +84,16 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
         evaluated = policy.infer([observation])[0]
 
         batch = processor.training_batch([sample], tuple(LIBERO_CAMERAS), torch.Generator().manual_seed(0))
-        prompt = bytes(t - 3 for t in batch["tokens"][0][batch["token_masks"][0]].tolist()[1:]).decode()
-        assert ("State:" in prompt) is robot_state, prompt
+        tokens = batch["tokens"][0][batch["token_masks"][0]].tolist()
+        if tokenizer == "bytes":
+            prompt = bytes(t - 3 for t in tokens[1:]).decode()
+            assert ("State:" in prompt) is robot_state, prompt
+        else:  # a word with its leading space, digits alone: under half the prompt's bytes
+            state = np.asarray(sample["observation.state"], dtype=np.float32)
+            in_bytes = family.data_processor("tiny", workload, dataset.stats, "bytes").prompt_tokens(
+                sample["task"], state
+            )
+            assert len(tokens) < len(in_bytes) / 2, (len(tokens), len(in_bytes))
         shown = policy.processor.observation_batch([observation])
         assert torch.equal(shown["tokens"], batch["tokens"]) and torch.equal(shown["token_masks"], batch["token_masks"])
         pixels.append((shown["images"] - batch["images"]).abs().max().item())

@@ -442,7 +442,8 @@ def _add_runtime_arguments(p) -> None:
     )
     p.add_argument("--device", help="policy device (default cuda if available, else cpu)")
     p.add_argument("--dtype", choices=("bf16", "fp32"), help="policy dtype (default bf16 on GPUs, fp32 on CPUs)")
-    p.add_argument("--tokenizer", help="PaliGemma tokenizer.model (default: the checkpoint's, else the Hub's)")
+    p.add_argument("--tokenizer", help="PaliGemma tokenizer.model, 'bytes' or 'pieces' (default: the one the checkpoint "
+                   "names or holds, else the Hub's)")  # fmt: skip
     p.add_argument("--seed", type=int, help=f"environment and sampling seed (default {SEED})")
     p.add_argument("--videos", help="record episodes as videos: all, or TASK:TRIAL pairs like 0:0,3:1")
     p.add_argument(

@@ -27,8 +27,9 @@ def add_train_arguments(p) -> None:
     p.add_argument("--out", type=Path, help="run folder: checkpoints/ and train.json (default runs/train-...)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--init", default="random", help="random, or a checkpoint (openpi or LeRobot layout) to fine-tune")
-    p.add_argument("--tokenizer", help="SentencePiece tokenizer.model, or 'bytes' (default: bytes for a model "
-                   "without PaliGemma's vocabulary, else the tokenizer.model of --init)")  # fmt: skip
+    p.add_argument("--tokenizer", help="SentencePiece tokenizer.model, 'bytes' or 'pieces' (hashed word pieces, "
+                   "about a SentencePiece vocabulary's token count; default: bytes for a model without PaliGemma's "
+                   "vocabulary, else the tokenizer.model of --init)")  # fmt: skip
     p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers (default: the rung's loader option)")
     p.add_argument("--loader", choices=("torch", "async", "memory"), help="the data path (default: the rung's; "
                    "memory: every frame decoded once and held on the device, docs/data.md)")  # fmt: skip

@@ -48,6 +48,8 @@ class TrainBlock:
     # the first stored initial state of the dataset's demonstrations (`make-dataset --first-trial`): the
     # evaluation's trials must stay below it, so no evaluated episode starts where a demonstration did
     demonstrations_from_trial: Annotated[int, NON_NEGATIVE] | None = None
+    # the prompt tokenizer of every rung (vlabench train --tokenizer): 'bytes', 'pieces' or a SentencePiece file
+    tokenizer: str | None = None
     convergence_tolerance: Annotated[float, NON_NEGATIVE] = DEFAULT_TOLERANCE
     success_tolerance: Annotated[float, NON_NEGATIVE] = 0.05
 

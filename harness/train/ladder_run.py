@@ -44,6 +44,7 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
         recipe=plan.recipe,
         workers=plan.workers,
         loader=plan.block.loader,
+        tokenizer=plan.block.tokenizer,
         keep=1,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )

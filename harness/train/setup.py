@@ -11,6 +11,7 @@ import torch
 
 from models import ModelFamily, get_family
 from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, unimplemented
+from models.tokenizers import BUILTIN
 
 from ..data.pipeline import DatasetFeed, feed_kind, reading
 from ..errors import InputError
@@ -41,7 +42,7 @@ class TrainPlan:
     keep: int = 2  # newest checkpoints kept
     resume: bool = False
     init: str = "random"  # or a checkpoint (openpi or LeRobot layout) to fine-tune from
-    tokenizer: str | None = None  # a SentencePiece file or 'bytes'; default: chosen by resolve_tokenizer
+    tokenizer: str | None = None  # a SentencePiece file, 'bytes' or 'pieces'; default: chosen by resolve_tokenizer
     workers: int | None = None  # DataLoader workers; default: the rung's loader option
     loader: dict | None = None  # loader options over the rung's (a train-ladder's, the same for every rung)
     log_every: int | None = None
@@ -49,12 +50,14 @@ class TrainPlan:
 
 def resolve_tokenizer(plan: TrainPlan, family: ModelFamily, size: str) -> str:
     """The tokenizer to train with, one the evaluation policy will use too: a SentencePiece file (copied into
-    every checkpoint), or UTF-8 bytes for a model without PaliGemma's vocabulary (what the Pi0.5 policy uses
-    for such a model). A PaliGemma-sized model needs the real tokenizer: --tokenizer, or tokenizer.model in
-    the --init checkpoint."""
+    every checkpoint), or one that needs no file and which the checkpoint names (models/tokenizers.py: 'bytes',
+    UTF-8 bytes, the default for a model without PaliGemma's vocabulary; 'pieces', hashed word pieces). A
+    PaliGemma-sized model needs the real tokenizer: --tokenizer, or tokenizer.model in the --init checkpoint."""
     if plan.tokenizer:
-        if plan.tokenizer != "bytes" and not Path(plan.tokenizer).is_file():
-            raise InputError("--tokenizer", None, "a SentencePiece model file or 'bytes'", f"{plan.tokenizer!r}")
+        if plan.tokenizer not in BUILTIN and not Path(plan.tokenizer).is_file():
+            raise InputError(
+                "--tokenizer", None, "a SentencePiece model file, 'bytes' or 'pieces'", f"{plan.tokenizer!r}"
+            )
         return plan.tokenizer
     if family.training_tokenizer(size) == "bytes":
         return "bytes"

@@ -6,7 +6,7 @@ import torch
 
 from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
-from ..tokenizers import ByteTokenizer, StandInTokenizer, load_sentencepiece
+from ..tokenizers import BUILTIN, StandInTokenizer, builtin_tokenizer, load_sentencepiece
 from ..whole_step_graph import WholeStepGraph
 from ..workload import Workload
 from . import weights
@@ -157,12 +157,13 @@ class Pi05Family(ModelFamily):
         statistics (epsilon only where a quantile range is zero), the state padded to the workload's state_pad
         (LeRobot: 32) and discretised into the prompt (unless the workload's robot_state is false), the
         workload's text tokens, PaliGemma's tokenizer (or a stand-in of its vocabulary size; 'bytes': UTF-8
-        bytes, what the evaluation policy uses for a model without PaliGemma's vocabulary)."""
+        bytes, and 'pieces': the stand-in's hashed pieces, for a model without PaliGemma's vocabulary, which its
+        checkpoint names for the evaluation policy)."""
         cfg = SIZES[size]
         state = Normalizer.from_stats("quantile", stats.get("observation.state", {}), 1e-8, False, "observation.state")
         action = Normalizer.from_stats("quantile", stats.get("action", {}), 1e-8, False, "action")
-        if tokenizer == "bytes":
-            tok = ByteTokenizer(cfg.vocab)
+        if tokenizer in BUILTIN:
+            tok = builtin_tokenizer(tokenizer, cfg.vocab)
         else:
             tok = load_sentencepiece(tokenizer) if tokenizer else StandInTokenizer(cfg.vocab)
         return Pi05Processor(

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..tokenizers import BUILTIN
 from ..workload import Workload
 from .checkpoint import to_reference_state_dict
 from .config import Pi05Config
@@ -79,20 +80,20 @@ def write_policy(
     extra: dict | None = None,
 ) -> Path:
     """Write the policy files into `folder` (which must exist); `weights` are plain-named (models/pi05/weights.py)
-    and `tokenizer` a SentencePiece file (copied), 'bytes' or None."""
+    and `tokenizer` a SentencePiece file (copied), 'bytes', 'pieces' (models/tokenizers.py) or None (bytes)."""
     from safetensors.torch import save_file
 
     folder = Path(folder)
     save_file(to_reference_state_dict(weights, cfg, "lerobot"), str(folder / "model.safetensors"))
     save_file(normalizer_tensors(stats), str(folder / NORMALIZER_FILE))
     meta = {
-        "tokenizer": "bytes" if tokenizer in (None, "bytes") else Path(tokenizer).name,
+        "tokenizer": tokenizer if tokenizer in BUILTIN else "bytes" if tokenizer is None else Path(tokenizer).name,
         # LeRobot's Pi0.5 always puts the state in the prompt; a model trained without it says so here
         "state_in_prompt": workload.robot_state,
         **(extra or {}),
     }
     (folder / "config.json").write_text(json.dumps(policy_config(cfg, workload, meta), indent=1) + "\n")
     (folder / "policy_preprocessor.json").write_text(json.dumps(preprocessor_config(), indent=1) + "\n")
-    if tokenizer not in (None, "bytes") and Path(tokenizer).is_file():
+    if tokenizer not in (None, *BUILTIN) and Path(tokenizer).is_file():
         shutil.copyfile(tokenizer, folder / "tokenizer.model")
     return folder

@@ -30,7 +30,7 @@ from ..policy import (
     resolve_checkpoint,
     snap_to_values,
 )
-from ..tokenizers import ByteTokenizer, SentencePieceTokenizer, load_sentencepiece
+from ..tokenizers import BUILTIN, SentencePieceTokenizer, builtin_tokenizer, load_sentencepiece
 from .processor import Pi05Processor
 
 PALIGEMMA_VOCAB = 257152
@@ -52,7 +52,7 @@ def _sentencepiece(path) -> SentencePieceTokenizer:
 def find_tokenizer(checkpoint_dir: Path | None, explicit: str | None):
     """--tokenizer, else a tokenizer.model in the checkpoint, else PaliGemma's from the Hub."""
     if explicit:
-        if explicit == "bytes":
+        if explicit in BUILTIN:
             return None
         if not Path(explicit).is_file():
             raise PolicyError(f"--tokenizer: expected a SentencePiece model file, got {explicit!r} (no such file)")
@@ -94,6 +94,8 @@ class CheckpointMeta:
     # action dimensions the training demonstrations drove with a few discrete values (ours: config.json's
     # vlabench.action_values); the policy's outputs there are snapped to the nearest (models/policy.py)
     action_values: dict[int, list[float]] = field(default_factory=dict)
+    # the file-free tokenizer a checkpoint of `vlabench train` names (config.json's vlabench.tokenizer)
+    tokenizer: str | None = None
 
 
 def openpi_meta(folder: Path) -> CheckpointMeta:
@@ -130,6 +132,7 @@ def lerobot_meta(folder: Path) -> CheckpointMeta:
         # ours (models/pi05/export.py) says when the state stayed out of the prompt; LeRobot's always has it
         state_in_prompt=bool(ours.get("state_in_prompt", True)),
         action_values={int(dim): [float(v) for v in values] for dim, values in ours.get("action_values", {}).items()},
+        tokenizer=ours.get("tokenizer") if ours.get("tokenizer") in BUILTIN else None,
         state_pad=int(config.get("max_state_dim", 32)),
         sample_steps=int(config.get("num_inference_steps", 10)),
     )
@@ -212,8 +215,8 @@ class Pi05Policy(EvalPolicy):
         self.cfg = model.cfg
         m = self.meta
         tokenizer_ = (
-            ByteTokenizer(self.cfg.vocab)
-            if self.cfg.vocab != PALIGEMMA_VOCAB or checkpoint == "random" or tokenizer == "bytes"
+            builtin_tokenizer(tokenizer or m.tokenizer or "bytes", self.cfg.vocab)
+            if self.cfg.vocab != PALIGEMMA_VOCAB or checkpoint == "random" or tokenizer in BUILTIN
             else find_tokenizer(folder, tokenizer)
         )
         self.processor = Pi05Processor(
