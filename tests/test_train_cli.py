@@ -42,7 +42,10 @@ def base(dataset: str, out: Path, *extra: str) -> list[str]:
         (["--model-size", "huge"], "--model-size: expected one of full, small, tiny"),
         (["--model-size", "full"], "--tokenizer: expected PaliGemma's tokenizer.model for the full model"),
         (["--init", "/no/such/checkpoint"], "--init: expected random or an existing checkpoint"),
-        (["--tokenizer", "/no/such/tokenizer.model"], "--tokenizer: expected a SentencePiece model file, 'bytes' or 'pieces'"),
+        (
+            ["--tokenizer", "/no/such/tokenizer.model"],
+            "--tokenizer: expected a SentencePiece model file, 'bytes' or 'pieces'",
+        ),
         (["--steps", "0"], "--steps: expected a positive number of steps"),
         (["--target", "tpu"], "--target: expected one of"),
         (["--resume"], "--resume: expected a folder holding a training run to continue"),
