@@ -208,7 +208,8 @@ def test_vlabench_run_times_the_scenarios_ladder(tmp_path, monkeypatch):
 @pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
 def test_every_prompt_of_the_suite_fits_the_scenarios_text_tokens_with_the_state():
     """The prompt is truncated to the text tokens without a word (as LeRobot does), which would cut the state
-    off: every libero_spatial instruction with the widest state (every bin three digits) must fit."""
+    off: every libero_spatial instruction with the widest state (every bin three digits) must fit, in the
+    tokenizer the scenario trains with (word pieces: 61 tokens; in bytes the longest is 145)."""
     import numpy as np
 
     from harness.eval import sim
@@ -216,16 +217,22 @@ def test_every_prompt_of_the_suite_fits_the_scenarios_text_tokens_with_the_state
     sim.prepare(None)  # LIBERO's configuration, before LIBERO is imported
     from harness.eval.env import suite_tasks
     from harness.scenario import load_scenario
+    from harness.train.ladder import train_block
+    from models.pi05.config import SIZES
     from models.pi05.processor import Pi05Processor
-    from models.tokenizers import ByteTokenizer
+    from models.tokenizers import builtin_tokenizer
 
-    workload = load_scenario(str(SCENARIO)).workload
-    processor = Pi05Processor(ByteTokenizer(259), state_in_prompt=workload.robot_state, state_pad=workload.state_pad)
-    widest = np.full(8, 0.99)  # normalised: bin 254
-    longest = max(len(processor.prompt_tokens(t.language, widest)) for t in suite_tasks("libero_spatial"))
-    assert (
-        workload.robot_state
-        and "State: 254"
-        in bytes(t - 3 for t in processor.prompt_tokens(suite_tasks("libero_spatial")[0].language, widest)[1:]).decode()
-    )
-    assert longest <= workload.text_tokens, (longest, workload.text_tokens)
+    scenario = load_scenario(str(SCENARIO))
+    workload, tokenizer = scenario.workload, train_block(scenario).tokenizer
+    assert tokenizer == "pieces"
+
+    def prompts(name: str) -> list[list[int]]:
+        tok = builtin_tokenizer(name, SIZES[workload.model_size].vocab)
+        processor = Pi05Processor(tok, state_in_prompt=workload.robot_state, state_pad=workload.state_pad)
+        widest = np.full(8, 0.99)  # normalised: bin 254
+        return [processor.prompt_tokens(t.language, widest) for t in suite_tasks("libero_spatial")]
+
+    in_bytes = prompts("bytes")
+    assert workload.robot_state and "State: 254" in bytes(t - 3 for t in in_bytes[0][1:]).decode()
+    longest = max(map(len, prompts(tokenizer)))
+    assert longest <= workload.text_tokens < max(map(len, in_bytes)), (longest, workload.text_tokens)
