@@ -29,6 +29,10 @@
 #     CHECKPOINT=compile-per-layer to bring the policy back for the CPU (scripts/policy_openloop.py, vlabench eval).
 #     Its rotation noise (0.2, against the expert's own roll and pitch of about +-0.15) made the orientation wander
 #     far more than the policy's own errors do: the default is now 0.05 for the rotation, 0.2 for the position.
+#   - (2026-12-02, fourth run) GOAL_ONLY=1 GPU_TESTS=0: the demonstrations (4.5 min), the probe (1.5 min), the goal
+#     (8.4 min of training, 4 min of evaluation) took 19 minutes of the call sequence set-up, start + collect 540 s,
+#     collect 555 s with CHECKPOINT, a short collect; the 9 minutes left went to the GR00T data-path comparison
+#     (scripts/isaac-gr00t-reference/run.sh in a call carrying .isaac, PYTHONPATH left to run.sh).
 # Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
 # scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
 set -uo pipefail
