@@ -53,8 +53,8 @@ class StandInTokenizer:
 
 
 # Tokenizers that need no file, by the name a checkpoint records: UTF-8 bytes, or the stand-in's hashed pieces for
-# a small model that should see about as many prompt tokens as a SentencePiece vocabulary gives (LIBERO's longest
-# prompt with its state: 140 bytes, 56 pieces)
+# a small model that should see about as many prompt tokens as a SentencePiece vocabulary gives (libero_spatial's
+# longest prompt with the widest state: 145 bytes, 61 pieces)
 BUILTIN = ("bytes", "pieces")
 
 

@@ -236,3 +236,10 @@ def test_every_prompt_of_the_suite_fits_the_scenarios_text_tokens_with_the_state
     assert workload.robot_state and "State: 254" in bytes(t - 3 for t in in_bytes[0][1:]).decode()
     longest = max(map(len, prompts(tokenizer)))
     assert longest <= workload.text_tokens < max(map(len, in_bytes)), (longest, workload.text_tokens)
+    assert (longest, max(map(len, in_bytes))) == (61, 145)  # the figures docs/training.md gives
+    # ...and the words that share an id at the small size's vocabulary of 512 (docs/training.md)
+    pieces = builtin_tokenizer(tokenizer, SIZES[workload.model_size].vocab)
+    words = sorted({w for t in suite_tasks("libero_spatial") for w in t.language.split()})
+    ids = [pieces.encode(" " + w)[0] for w in words]
+    shared = sorted(w for w, i in zip(words, ids) if ids.count(i) > 1)
+    assert (len(words), shared) == (26, ["cabinet", "to"])

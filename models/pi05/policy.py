@@ -52,8 +52,6 @@ def _sentencepiece(path) -> SentencePieceTokenizer:
 def find_tokenizer(checkpoint_dir: Path | None, explicit: str | None):
     """--tokenizer, else a tokenizer.model in the checkpoint, else PaliGemma's from the Hub."""
     if explicit:
-        if explicit in BUILTIN:
-            return None
         if not Path(explicit).is_file():
             raise PolicyError(f"--tokenizer: expected a SentencePiece model file, got {explicit!r} (no such file)")
         return _sentencepiece(explicit)
