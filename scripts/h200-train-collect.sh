@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Waits up to SECONDS for the detached job of scripts/h200-train-ladder.sh (its steps.log says "done"), printing its
 # progress every minute, then packs what it wrote (results, evaluations, logs; no checkpoints) into $OUT/tl.tgz.
-# With CHECKPOINT=RUNG it also brings back that rung's newest checkpoint of runs/tl, its weights rounded to bf16
+# With CHECKPOINT=RUNG (or goal: the goal's rung) it also brings back that rung's newest checkpoint of runs/tl, its weights rounded to bf16
 # and split into parts of 15 MiB ($OUT/ckpt.tgz.partNN; `cat ckpt.tgz.part* | tar xz` here rejoins them): one
 # device call returns files of at most 16 MiB.
 # Usage, in a device call: scripts/h200-train-collect.sh SECONDS [LOGDIR]
@@ -21,6 +21,8 @@ done
 cat "$logs/steps.log" 2>/dev/null
 tar czf "${OUT:-/tmp}/tl.tgz" --exclude=checkpoints "$logs" runs/tl* runs/probe 2>/dev/null
 ls -la "${OUT:-/tmp}/tl.tgz"
+# CHECKPOINT=goal: the goal's rung, as the job's steps.log names it
+[ "${CHECKPOINT:-}" = goal ] && CHECKPOINT=$(sed -n 's/.* goal rung: //p' "$logs/steps.log" | tail -1)
 if [ -n "${CHECKPOINT:-}" ] && ls -d runs/tl/"$CHECKPOINT"/checkpoints/step-* >/dev/null 2>&1; then
   ckpt=$(ls -d runs/tl/"$CHECKPOINT"/checkpoints/step-* | tail -1)
   rm -rf /tmp/ckpt-bf16 && mkdir -p /tmp/ckpt-bf16 && cp "$ckpt"/*.json "$ckpt"/normalizer.safetensors /tmp/ckpt-bf16/

@@ -3,13 +3,13 @@
 #   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19),
 #      executed with ACTION_NOISE (default 0.2,0.05: the position's and the rotation's deviations; docs/training.md,
 #      "Demonstrations that show the way back");
-#   2. a probe: 150 steps of compile-per-layer on the memory loader, from which the steps that fit 8 minutes of
+#   2. a probe: 150 steps of the goal's rung on the memory loader, from which the steps that fit 8 minutes of
 #      training (frames decoded, compile and steps) are set: STEPS overrides;
-#   3. the goal: compile-per-layer (the fastest bf16 rung) trained that many steps and evaluated, 20 trials per
-#      task (runs/tl/train-ladder.json);
+#   3. the goal: RUNG (compile-per-layer, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh) trained
+#      that many steps and evaluated, 20 trials per task (runs/tl/train-ladder.json);
 #   4. the GPU-only tests of the CUDA-graph code (GPU_TESTS=0 skips them);
 #   5. fp8, then community, trained identically and added to the same train-ladder (--resume);
-#   6. the test sabotage on compile-per-layer (runs/tl-sabotage), gated against the clean ladder.
+#   6. the test sabotage on the goal's rung (runs/tl-sabotage), gated against the clean ladder.
 # GOAL_ONLY=1 stops after 4 (the device time of one session fits the goal and another measurement, not 5 and 6).
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
@@ -58,9 +58,22 @@ step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
+# the goal's rung: RUNG (default compile-per-layer), or RUNG=fastest: the fastest bf16 rung that
+# scripts/h200-train-speed.sh timed in an earlier call of this session (SPEED, default /tmp/train-speed.json)
+rung=${RUNG:-compile-per-layer}
+if [ "$rung" = fastest ]; then
+  rung=$(python3 - "${SPEED:-/tmp/train-speed.json}" <<'EOF'
+import json, sys
+rungs = json.load(open(sys.argv[1]))["rungs"]
+bf16 = [r for r in rungs if r["status"] == "ok" and r["options"].get("linear", "bf16") != "fp8"]
+print(max(bf16, key=lambda r: r["samples_per_s"])["name"])
+EOF
+) || exit 1
+fi
+step "goal rung: $rung"
 if [ -z "${STEPS:-}" ]; then
-  step "probe: compile-per-layer, 150 steps on the memory loader"
-  python3 -m harness train "$scenario" --rung compile-per-layer --target h200 --dataset "$data" --steps 150 \
+  step "probe: $rung, 150 steps on the memory loader"
+  python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 \
     --loader memory --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
   # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
   STEPS=$(python3 - "$budget_s" <<'EOF'
@@ -76,8 +89,8 @@ EOF
 fi
 step "steps per rung: $STEPS"
 ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --assets "$assets" "$@"; }
-step "goal: compile-per-layer, $STEPS steps, 20 trials per task"
-ladder --rungs compile-per-layer --out runs/tl > "$logs/goal.log" 2>&1
+step "goal: $rung, $STEPS steps, 20 trials per task"
+ladder --rungs "$rung" --out runs/tl > "$logs/goal.log" 2>&1
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   step "GPU-only tests (CUDA graphs of both families, the captured all-reduce)"
   python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py tests/test_whole_step_graph.py \
@@ -85,13 +98,13 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
 fi
 if [ "${GOAL_ONLY:-0}" = 1 ]; then step "done"; exit 0; fi
 step "fp8"
-ladder --rungs compile-per-layer,fp8 --resume --out runs/tl > "$logs/fp8.log" 2>&1
+ladder --rungs "$rung,fp8" --resume --out runs/tl > "$logs/fp8.log" 2>&1
 step "community"
-ladder --rungs compile-per-layer,fp8,community --resume --out runs/tl > "$logs/community.log" 2>&1
-step "sabotaged compile-per-layer"
-VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs compile-per-layer --out runs/tl-sabotage \
+ladder --rungs "$rung,fp8,community" --resume --out runs/tl > "$logs/community.log" 2>&1
+step "sabotaged $rung"
+VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs "$rung" --out runs/tl-sabotage \
   > "$logs/sabotage.log" 2>&1
 python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
-  --rungs compile-per-layer > "$logs/gate-sabotage.log" 2>&1
+  --rungs "$rung" > "$logs/gate-sabotage.log" 2>&1
 echo "exit $?" >> "$logs/gate-sabotage.log"
 step "done"

@@ -117,6 +117,27 @@ def test_per_layer_compile_reuses_one_graph_for_all_layers(batch):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 5
 
 
+def test_compile_vision_adds_one_graph_for_siglips_layers_and_matches_eager(batch, community):
+    """compile_vision compiles each SigLIP layer (inside its recompute wrapper), one graph for all of them and
+    both cameras, with the community rung's loss and gradients; FP8 may then convert SigLIP's layer linears."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    options = {"camera_slots": "auto", "recompute": {"patterns": ["vision.layers.*"]}, "compile": "per-layer"}
+    built = build_with_applied({**options, "compile_vision": True})
+    assert built.applied.compile_units[:2] == ("vision.layers.0", "vision.layers.1")
+    assert built.applied.recomputed == ("vision.layers.0", "vision.layers.1")
+    loss, grads = loss_and_grads(built.model, batch)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 6  # per-layer's 5 and one for SigLIP's layers
+    assert abs(loss - community[0]) / community[0] <= 1e-5
+    for g, ref in zip(grads, community[1]):
+        assert torch.allclose(g, ref, rtol=1e-4, atol=1e-6)
+    from models.fp8 import fp8_candidates
+    from models.pi05.techniques import FP8_SKIP, FP8_SKIP_COMPILED_VISION
+
+    chosen = fp8_candidates(built.model, 16, FP8_SKIP + FP8_SKIP_COMPILED_VISION)
+    assert "vision.layers.0.module.mlp.fc1" in chosen and "vision.projector" not in chosen
+
+
 def test_backbone_compiles_as_one_graph_without_breaks(batch):
     torch._dynamo.reset()
     model = build({"camera_slots": "auto", "recompute": "none"})

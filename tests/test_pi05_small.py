@@ -70,3 +70,19 @@ def test_small_trains_a_step_on_the_cpu():
     loss = step(batch)
     assert torch.isfinite(loss)
     assert not torch.equal(before, built.model.backbone.layers[0].suffix.mlp.down_proj.weight)
+
+
+def test_the_train_scenarios_fp8_rung_converts_siglips_compiled_layers_too():
+    """pi05-libero-train's fp8 rung sits on compile-vision: SigLIP's layers are compile units, so their linears
+    train in FP8 as the joint layers' do (Q, K, V, out, fc1, fc2 of 4 layers); the projector stays eager, in bf16."""
+    pytest.importorskip("torchao")
+    family = get_family("pi05")
+    scenario = load_scenario("scenarios/pi05-libero-train.yaml")
+    options = dict(next(r for r in scenario.ladder if r.name == "fp8").cumulative)
+    assert options["compile_vision"] is True and options["attention"] == "sdpa"
+    workload = replace(WORKLOAD, model_size="small", compile_backend="aot_eager")
+    built = family.build("small", family.parse_options(options), workload, "cpu", torch.float32, 0)
+    vision = [n for n in built.applied.fp8_linears if n.startswith("vision.")]
+    assert len(vision) == 4 * 6 and "vision.projector" not in built.applied.fp8_linears
+    assert len(built.applied.fp8_linears) == 4 * 6 + 4 * 2 * 5
+    assert built.applied.compile_units[:4] == tuple(f"vision.layers.{i}" for i in range(4))

@@ -4,6 +4,7 @@ convergence) on result files."""
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,11 @@ def test_the_judgement_against_the_reference(tmp_path):
 
 def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
     path = tmp_path / "s.yaml"
-    scenario = SCENARIO.read_text().replace("  demonstrations_from_trial: 20\n", text)
+    scenario = SCENARIO.read_text()
+    if text.startswith("  rungs:"):  # in place of the scenario's own rungs
+        scenario = re.sub(r"(?m)^  rungs: .*\n", text, scenario)
+    else:
+        scenario = scenario.replace("  demonstrations_from_trial: 20\n", text)
     path.write_text(scenario.replace("loader: {kind: memory}", f"loader: {loader}") if loader else scenario)
     return str(path)
 

@@ -34,6 +34,9 @@ class Pi05Options:
     # "none", "nested-full" (openpi's nested checkpointing) or {patterns: [glob, ...]}
     recompute: RecomputePreset | RecomputePatterns = "nested-full"
     compile: Compile = "none"
+    # SigLIP's layers compiled too, each its own unit (one graph reused by every layer and camera); the image
+    # loop, the post-norm and the projector stay eager. Its linears then train in FP8 with `linear: fp8`.
+    compile_vision: bool = False
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     time_sampling: TimeSampling = "harness"

@@ -39,10 +39,12 @@ OPENPI_FP32 = (
 # Linears that run once per sample on the flow-time condition, not per token: B-row GEMMs gain nothing
 # from FP8, and the adaRMS scale/shift/gate modulate every expert layer, so they keep full precision.
 FP8_SKIP = ("suffix_embed.time_mlp.*", "backbone.layers.*.suffix.*.dense", "backbone.suffix_norm.dense")
-# The vision tower runs eagerly in every rung (its loop follows the cameras), and eager FP8 linears pay
-# for unfused amax/scale/cast kernels around each GEMM: measured on the H200, converting SigLIP made the
-# whole step 2.3x slower. FP8 therefore goes only where a compile unit fuses those casts: the backbone.
+# The vision tower runs eagerly unless `compile_vision` (its loop follows the cameras), and eager FP8 linears pay
+# for unfused amax/scale/cast kernels around each GEMM: measured on the H200, converting an eager SigLIP made the
+# whole step 2.3x slower. FP8 therefore goes only where a compile unit fuses those casts: the backbone, and
+# SigLIP's layers when they are compiled (its projector, after the loop, stays eager and bf16).
 FP8_SKIP_EAGER_VISION = ("vision.layers.*.attn.*", "vision.layers.*.mlp.*", "vision.projector")
+FP8_SKIP_COMPILED_VISION = ("vision.projector",)
 
 
 def apply_attention(model: Pi05Model, kind: str, vision: str = "sdpa") -> None:
@@ -81,7 +83,7 @@ def fuse_gate_up(model: Pi05Model) -> None:
 def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
     if options.linear != "fp8":
         return []
-    skip = FP8_SKIP + FP8_SKIP_EAGER_VISION
+    skip = FP8_SKIP + (FP8_SKIP_COMPILED_VISION if options.compile_vision else FP8_SKIP_EAGER_VISION)
     return apply_fp8(model, options.fp8_recipe, min_features=model.cfg.fp8_min_features, skip=skip)
 
 
@@ -91,7 +93,7 @@ def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
     return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute.patterns)
 
 
-def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> list[str]:
+def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision: bool = False) -> list[str]:
     """Compile units, compiled in place (`nn.Module.compile`, names unchanged); returns their names.
 
     backbone: one unit for the fixed-shape joint layers and final norms, fullgraph so that a graph
@@ -101,15 +103,19 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor") -> lis
       code and shapes), plus small units for the final norms, action-in + time MLP and action-out.
       Backward then finishes each layer's gradients separately, which lets DDP all-reduce them while
       the layers below still run backward.
+    vision: also each SigLIP layer its own unit (with its recompute wrapper, as the joint layers).
     """
+    units: dict[str, nn.Module] = {}
+    if vision:
+        units.update({f"vision.layers.{i}": layer for i, layer in enumerate(unwrapped(model.vision).layers)})
     if mode == "none":
-        return []
-    if mode == "backbone":
-        units = {"backbone": model.backbone}
+        pass
+    elif mode == "backbone":
+        units["backbone"] = model.backbone
     elif mode == "per-layer":
         layers = model.backbone_layers()
         backbone = unwrapped(model.backbone)
-        units = {f"backbone.layers.{i}": layer for i, layer in enumerate(layers)}
+        units.update({f"backbone.layers.{i}": layer for i, layer in enumerate(layers)})
         units.update(
             {
                 "backbone.prefix_norm": backbone.prefix_norm,
@@ -137,7 +143,7 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
         fuse_gate_up(model)
     fp8 = apply_linear(model, options)
     recomputed = apply_recompute_option(model, options.recompute)
-    units = apply_compile(model, options.compile, compile_backend)
+    units = apply_compile(model, options.compile, compile_backend, vision=options.compile_vision)
     return Applied(
         fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units), fp32_modules=tuple(fp32)
     )
