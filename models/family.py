@@ -107,7 +107,9 @@ class DataProcessor(Protocol):
     """A family's input processing for training on a dataset, split where the reference training path does
     the work: `collate` in the loader's worker processes (picklable; models.processing.ProcessorSteps makes it
     from `raw_frames` and `collate_fields`), `prepare` on the host in the training process (its random draws
-    from `generator`), `finish` on the device inside the step."""
+    from `generator`), `finish` on the device inside the step. Optional: `row_fields(raw) -> dict`, what `prepare`
+    derives from each row alone (Pi0.5's prompt tokens), which `prepare` then takes from `raw` when present: the
+    memory loader's prepared rows (harness/data/memory.py) compute it once per row."""
 
     def collate(self, samples: list[dict], cameras: tuple[str, ...]) -> dict: ...
 

@@ -5,7 +5,7 @@
 #      "Demonstrations that show the way back");
 #   2. a probe: 150 steps of the goal's rung on the memory loader, from which the steps that fit 8 minutes of
 #      training (frames decoded, compile and steps) are set: STEPS overrides;
-#   3. the goal: RUNG (compile-per-layer, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh) trained
+#   3. the goal: RUNG (fused-adamw, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh) trained
 #      that many steps and evaluated, 20 trials per task (runs/tl/train-ladder.json);
 #   4. the GPU-only tests of the CUDA-graph code (GPU_TESTS=0 skips them);
 #   5. fp8, then community, trained identically and added to the same train-ladder (--resume);
@@ -58,9 +58,9 @@ step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
-# the goal's rung: RUNG (default compile-per-layer), or RUNG=fastest: the fastest bf16 rung that
-# scripts/h200-train-speed.sh timed in an earlier call of this session (SPEED, default /tmp/train-speed.json)
-rung=${RUNG:-compile-per-layer}
+# the goal's rung: RUNG (default fused-adamw, the fastest bf16 rung measured on 2026-12-02), or RUNG=fastest: the
+# fastest bf16 rung that scripts/h200-train-speed.sh timed in an earlier call (SPEED, default /tmp/train-speed.json)
+rung=${RUNG:-fused-adamw}
 if [ "$rung" = fastest ]; then
   rung=$(python3 - "${SPEED:-/tmp/train-speed.json}" <<'EOF'
 import json, sys
@@ -74,7 +74,7 @@ step "goal rung: $rung"
 if [ -z "${STEPS:-}" ]; then
   step "probe: $rung, 150 steps on the memory loader"
   python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 \
-    --loader memory --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
+    --loader memory --prepared-rows --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
   # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
   STEPS=$(python3 - "$budget_s" <<'EOF'
 import json, sys
@@ -82,7 +82,8 @@ budget = float(sys.argv[1])
 r = json.load(open("runs/probe/train.json"))["train"]
 batch, sps = r["batch_per_step"], r["samples_per_s"]
 steady = r["steps_done"] * batch / sps
-overhead = r["wall_s"] - steady + r["data"]["loader"]["memory"]["decode_s"]
+loader = r["data"]["loader"]
+overhead = r["wall_s"] - steady + loader["memory"]["decode_s"] + loader.get("prepared_rows", {}).get("prepare_s", 0)
 print(int(0.97 * (budget - overhead) * sps / batch))
 EOF
 )

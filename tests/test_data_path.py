@@ -15,6 +15,7 @@ from harness.data.synthetic import synthetic_episodes
 from harness.data.writer import write_dataset
 from harness.results import load_result
 from models.pi05 import FAMILY
+from models.schema import SchemaError
 from models.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,11 +29,11 @@ def dataset(tmp_path_factory):
     return root
 
 
-def feed(dataset, kind, workers=1):
+def feed(dataset, kind, workers=1, **options):
     spec = DataSpec(dataset=str(dataset))
     return DatasetFeed(
         spec,
-        LoaderOptions(kind=kind, workers=workers),
+        LoaderOptions(kind=kind, workers=workers, **options),
         FAMILY,
         "tiny",
         WORKLOAD,
@@ -76,6 +77,49 @@ def test_memory_loader_gives_the_same_batches_as_the_per_sample_loader(dataset, 
         sync.close()
         memory.close()
     assert "frames of 2 camera(s) decoded in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("family", ["pi05", "gr00t"])
+def test_prepared_rows_give_the_same_batches_without_reading_or_tokenising_per_batch(
+    dataset, capsys, monkeypatch, family
+):
+    """prepared_rows: every row's fields (and Pi0.5's prompt tokens) prepared once; the batches are the per-batch
+    path's, and once the feed is built no batch reads a row from the tables or tokenises a prompt. GR00T derives
+    nothing per row (its prompts are padded to each batch's longest), so it gathers the collated fields alone."""
+    from harness.data.dataset import LeRobotV3Dataset
+    from models import get_family
+
+    def make(**options):
+        spec = DataSpec(dataset=str(dataset))
+        args = (get_family(family), "tiny", WORKLOAD, torch.device("cpu"), torch.float32)
+        return DatasetFeed(spec, LoaderOptions(kind="memory", workers=1, **options), *args, seed=0)
+
+    per_batch = make()
+    try:
+        expected = [per_batch.fetch(i)[0] for i in range(30)]  # past the first epoch (50 rows in batches of 2)
+    finally:
+        per_batch.close()
+    prepared = make(prepared_rows=True)
+    try:
+        assert ("rows' fields (with token_masks, tokens)" in capsys.readouterr().out) is (family == "pi05")
+
+        def refuse(*args):
+            raise AssertionError("a batch read or tokenised its rows")
+
+        monkeypatch.setattr(LeRobotV3Dataset, "__getitem__", refuse)
+        if family == "pi05":
+            monkeypatch.setattr(type(prepared.processor), "tokenize", refuse)
+        for i, a in enumerate(expected):
+            b, _ = prepared.fetch(i)
+            assert a.keys() == b.keys()
+            for key in a:
+                assert torch.equal(a[key], b[key]), key
+        described = prepared.describe()["loader"]["prepared_rows"]
+        assert described["derived"] == (["token_masks", "tokens"] if family == "pi05" else [])
+    finally:
+        prepared.close()
+    with pytest.raises(SchemaError, match="prepared_rows: expected false unless the loader is the memory loader"):
+        LoaderOptions(kind="async", prepared_rows=True)
 
 
 def test_discrete_action_dimensions_are_found(dataset):

@@ -47,6 +47,7 @@ def base(dataset: str, out: Path, *extra: str) -> list[str]:
             "--tokenizer: expected a SentencePiece model file, 'bytes' or 'pieces'",
         ),
         (["--steps", "0"], "--steps: expected a positive number of steps"),
+        (["--prepared-rows"], "--prepared-rows: expected --loader memory beside it, got --loader unset"),
         (["--target", "tpu"], "--target: expected one of"),
         (["--resume"], "--resume: expected a folder holding a training run to continue"),
     ],

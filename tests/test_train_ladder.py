@@ -116,7 +116,9 @@ def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
         scenario = re.sub(r"(?m)^  rungs: .*\n", text, scenario)
     else:
         scenario = scenario.replace("  demonstrations_from_trial: 20\n", text)
-    path.write_text(scenario.replace("loader: {kind: memory}", f"loader: {loader}") if loader else scenario)
+    path.write_text(
+        scenario.replace("loader: {kind: memory, prepared_rows: true}", f"loader: {loader}") if loader else scenario
+    )
     return str(path)
 
 

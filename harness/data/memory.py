@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from models.processing import stack_frames
 
 ROWS_PER_READ = 128  # contiguous rows per decode task: one seek, then the decoder runs forward
+ROWS_PER_PREPARE = 1024  # rows collated (and their row fields derived) at once by RowsInMemory
 
 
 class FramesInMemory:
@@ -52,18 +53,56 @@ class FramesInMemory:
 
     def batches(
         self,
-        fields_dataset,
         order: Iterator[int],
         batch_size: int,
         raw_frames: Callable[[torch.Tensor], torch.Tensor],
-        collate_fields: Callable[[list[dict]], dict],
+        fields_of: Callable[[list[int]], dict],
     ) -> Iterator[dict]:
         """Raw batches in `order` (the loaders' seeded permutation): frames gathered here, the other fields of
-        each row read from `fields_dataset` (the dataset without cameras) and collated by the family."""
+        the rows from `fields_of` (read and collated per batch, or gathered from RowsInMemory)."""
         while True:
             rows = [next(order) for _ in range(batch_size)]
             index = torch.tensor(rows, device=self.frames.device)
-            yield {"frames": raw_frames(self.frames[index]), **collate_fields([fields_dataset[i] for i in rows])}
+            yield {"frames": raw_frames(self.frames[index]), **fields_of(rows)}
 
     def describe(self) -> dict:
         return {"decode_s": round(self.decode_s, 2), "bytes": self.bytes, "device": str(self.frames.device)}
+
+
+def read_fields(fields_dataset, collate_fields: Callable[[list[dict]], dict], rows: list[int]) -> dict:
+    """The rows' fields read from the tables and collated by the family, per batch."""
+    return collate_fields([fields_dataset[i] for i in rows])
+
+
+class RowsInMemory:
+    """Every row's other fields (state, actions, task...) collated once before the first step, with what the
+    family's processor derives from a row alone (`row_fields`, e.g. Pi0.5's prompt tokens): a batch then gathers
+    them by index instead of reading and tokenising its rows on the host while the step runs. The fields are
+    the ones the per-batch path gives, so the batches are the same (tested)."""
+
+    def __init__(self, fields_dataset, collate_fields, row_fields=None, report=print):
+        start = time.perf_counter()
+        n, parts, derived = len(fields_dataset), [], []
+        for first in range(0, n, ROWS_PER_PREPARE):
+            raw = read_fields(fields_dataset, collate_fields, list(range(first, min(n, first + ROWS_PER_PREPARE))))
+            if row_fields is not None:
+                extra = row_fields(raw)
+                derived = sorted(extra)
+                raw.update(extra)
+            parts.append(raw)
+        self.fields = {
+            k: torch.cat([p[k] for p in parts]) if isinstance(v, torch.Tensor) else [x for p in parts for x in p[k]]
+            for k, v in parts[0].items()
+        }
+        self.derived = derived
+        self.prepare_s = time.perf_counter() - start
+        report(
+            f"  {n:,} rows' fields (with {', '.join(derived) or 'nothing derived'}) prepared in {self.prepare_s:.1f} s"
+        )
+
+    def gather(self, rows: list[int]) -> dict:
+        index = torch.tensor(rows)
+        return {k: v[index] if isinstance(v, torch.Tensor) else [v[i] for i in rows] for k, v in self.fields.items()}
+
+    def describe(self) -> dict:
+        return {"prepare_s": round(self.prepare_s, 2), "derived": self.derived}

@@ -8,7 +8,8 @@ async (LoongForge's 3-level pipeline): the same worker prefetch (level 1), a dae
   host-side preprocessing ahead of the step into a double buffer (level 2), and pinned, non-blocking copies
   to the device on a side stream (level 3), so the step finds its batch on the device.
 memory: every frame decoded once before the first step and held on the device (harness/data/memory.py); the
-  async path's thread gathers a batch's frames there and reads its other fields from the tables. For training
+  async path's thread gathers a batch's frames there and reads its other fields from the tables (or, with
+  `prepared_rows`, gathers them too, prepared once with what the family derives from a row alone). For training
   runs whose input a per-sample decode cannot feed; no reference trains so.
 
 Both draw the same batches: the sample order is a seeded permutation (a new one per epoch) and the random
@@ -92,10 +93,16 @@ class LoaderOptions:
     prefetch_factor: Annotated[int, AT_LEAST_ONE] = 2  # batches each worker keeps ready (DataLoader's default)
     buffers: Annotated[int, AT_LEAST_ONE] = 2  # async: batches prepared ahead on the device (double buffering)
     augment: Augment = "none"  # per-sample training augmentation in the workers
+    # memory: every row's other fields (and what the family derives from a row alone, e.g. Pi0.5's prompt tokens)
+    # prepared once before the first step, so that a batch gathers them instead of reading and tokenising its rows
+    # on the host, in a thread that shares the interpreter with the step's kernel launches
+    prepared_rows: bool = False
 
     def __post_init__(self):
         if self.kind == "memory" and self.augment != "none":  # the memory loader has no per-sample workers
             raise SchemaError("augment", "none with the memory loader", describe(self.augment))
+        if self.prepared_rows and self.kind != "memory":
+            raise SchemaError("prepared_rows", "false unless the loader is the memory loader", describe(self.kind))
 
 
 class EpochPermutations(Sampler):
@@ -389,16 +396,14 @@ class DatasetFeed:
                     "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment
                 )
         self.memory = self._frames_in_memory(options, cameras, device)
+        self.rows = None
         raw_batches = None
         if self.memory is not None:
-            fields = self.dataset.without_cameras()
-            processor = type(self.processor)
             raw_batches = partial(
                 self.memory.batches,
-                fields,
                 batch_size=workload.batch_size,
-                raw_frames=processor.raw_frames,
-                collate_fields=processor.collate_fields,
+                raw_frames=type(self.processor).raw_frames,
+                fields_of=self._fields_of(options),
             )
         self.source = BatchSource(
             self.dataset,
@@ -424,6 +429,19 @@ class DatasetFeed:
         print(f"memory loader: decoding {len(self.dataset):,} frames with {options.workers} worker(s)", flush=True)
         return FramesInMemory(self.dataset, cameras, device, options.workers, report=lambda s: print(s, flush=True))
 
+    def _fields_of(self, options: LoaderOptions):
+        """The memory loader's source of a batch's other fields: read per batch, or prepared once (RowsInMemory)."""
+        from functools import partial
+
+        from .memory import RowsInMemory, read_fields
+
+        fields, collate = self.dataset.without_cameras(), type(self.processor).collate_fields
+        if not options.prepared_rows:
+            return partial(read_fields, fields, collate)
+        row_fields = getattr(self.processor, "row_fields", None)
+        self.rows = RowsInMemory(fields, collate, row_fields, report=lambda s: print(s, flush=True))
+        return self.rows.gather
+
     def fetch(self, i: int) -> tuple[dict, float]:
         got = self.source.next()
         return self.processor.finish(got.batch, self.dtype), got.wait_s
@@ -443,6 +461,7 @@ class DatasetFeed:
                 "prefetch_factor": self.options.prefetch_factor,
                 **({"buffers": self.options.buffers} if self.options.kind in ("async", "memory") else {}),
                 **({"memory": self.memory.describe()} if self.memory is not None else {}),
+                **({"prepared_rows": self.rows.describe()} if self.rows is not None else {}),
                 **({"augment": self.augment.describe()} if self.augment is not None else {}),
             },
             "processor": self.processor.describe(),

@@ -33,6 +33,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers (default: the rung's loader option)")
     p.add_argument("--loader", choices=("torch", "async", "memory"), help="the data path (default: the rung's; "
                    "memory: every frame decoded once and held on the device, docs/data.md)")  # fmt: skip
+    p.add_argument("--prepared-rows", action="store_true", help="with --loader memory: every row's fields and "
+                   "prompt tokens prepared once, not per batch (the loader option prepared_rows, docs/data.md)")  # fmt: skip
     p.add_argument("--log-every", type=int, metavar="N", help="a progress line every N steps (default: steps/20)")
     p.add_argument("--peak-lr", type=float, default=r.peak_lr, help=f"default {r.peak_lr:g} (openpi pi05_libero)")
     p.add_argument("--warmup-steps", type=int, default=r.warmup_steps, help=f"default {r.warmup_steps} (openpi)")
@@ -90,6 +92,8 @@ def plan_from_args(args):
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
     at_least("--grad-accum", args.grad_accum, 1, "a positive number of micro-batches")
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
+    if args.prepared_rows and args.loader != "memory":
+        raise InputError("--prepared-rows", None, "--loader memory beside it", f"--loader {args.loader or 'unset'}")
     recipe = _recipe(args)
     scenario = load_scenario(args.scenario)
     target, error = resolve_target(scenario, args.target)
@@ -118,7 +122,9 @@ def plan_from_args(args):
         init=args.init,
         tokenizer=args.tokenizer,
         workers=args.workers,
-        loader={"kind": args.loader} if args.loader else None,
+        loader=({"kind": args.loader} | ({"prepared_rows": True} if args.prepared_rows else {}))
+        if args.loader
+        else None,
         log_every=args.log_every,
     )
 

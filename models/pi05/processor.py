@@ -148,12 +148,19 @@ class Pi05Processor(ProcessorSteps):
             "task": [s["task"] for s in samples],
         }
 
+    def row_fields(self, raw: dict) -> dict:
+        """What `prepare` derives from each row alone: the prompt's tokens (task and discretised state) and their
+        mask. The memory loader's prepared rows hold them for every row, and `prepare` then takes them as given."""
+        tokens, masks = self.tokenize(raw["task"], list(raw["state"].numpy()))
+        return {"tokens": tokens, "token_masks": masks}
+
     def prepare(self, raw: dict, generator: torch.Generator) -> dict:
         """On the host, in the training process (LeRobot's preprocessor): state and actions normalised, the
-        prompt tokenised with the discretised state, actions padded to the model's width, and the flow
-        matching noise and time drawn from `generator` (so a batch is the same whichever loader made it)."""
-        state = raw["state"].numpy()
-        tokens, masks = self.tokenize(raw["task"], list(state))
+        prompt tokenised with the discretised state (unless `raw` holds its `row_fields` already), actions padded
+        to the model's width, and the flow matching noise and time drawn from `generator` (so a batch is the same
+        whichever loader made it)."""
+        row = raw if "tokens" in raw else self.row_fields(raw)
+        tokens, masks = row["tokens"], row["token_masks"]
         actions = self.action_norm.normalize(raw["actions"].numpy().astype(np.float64))
         b, horizon, d = actions.shape
         padded = torch.zeros((b, horizon, self.action_dim))
