@@ -67,17 +67,26 @@ def init_optimizer_state(optimizer: torch.optim.Optimizer, params: list[torch.Te
                     value.zero_()
 
 
-def learning_rates(optimizer: torch.optim.Optimizer) -> tuple[float, ...]:
-    """The groups' learning rates: a captured optimizer step keeps the ones it was captured with."""
-    return tuple(float(group["lr"]) for group in optimizer.param_groups)
+def learning_rates(optimizer: torch.optim.Optimizer) -> tuple:
+    """The groups' learning rates as a captured optimizer step holds them: a float is baked into the graph; a
+    device tensor (harness/train/recipe.py set_lr) is read by every replay, so the tensor itself is kept."""
+    return tuple(g["lr"] if isinstance(g["lr"], torch.Tensor) else float(g["lr"]) for g in optimizer.param_groups)
 
 
-def check_learning_rates(optimizer: torch.optim.Optimizer, captured: tuple[float, ...], option: str) -> None:
-    """Refuse to replay a captured optimizer step after the learning rate changed (a schedule): the graph would
-    silently keep applying the old one."""
+def check_learning_rates(optimizer: torch.optim.Optimizer, captured: tuple, option: str) -> None:
+    """Refuse to replay a captured optimizer step after a baked-in learning rate changed (a schedule of floats),
+    or after a group's device-tensor rate was replaced by another tensor: the graph would silently keep applying
+    the old one. A device tensor written in place is what a schedule needs (no host sync here)."""
     now = learning_rates(optimizer)
-    if now != captured:
+    for before, after in zip(captured, now):
+        tensors = isinstance(before, torch.Tensor), isinstance(after, torch.Tensor)
+        if tensors == (True, True) and before is after:
+            continue
+        if tensors == (False, False) and before == after:
+            continue
+        shown = tuple("a device tensor" if isinstance(x, torch.Tensor) else x for x in (*captured, *now))
         raise ValueError(
-            f"{option}: the learning rate changed from {captured} to {now} after the optimizer step was captured; "
-            "a schedule needs the optimizer step outside the graph"
+            f"{option}: the learning rate changed from {shown[: len(captured)]} to {shown[len(captured) :]} after "
+            "the optimizer step was captured; a schedule needs the rate in a device tensor written in place "
+            "(capturable optimizer) or the optimizer step outside the graph"
         )

@@ -18,6 +18,6 @@ s["workload"].pop("data")
 s["description"] = "pi05-libero-train's workload on synthetic batches (scripts/h200-train-speed.sh)"
 yaml.safe_dump(s, open(sys.argv[1], "w"), sort_keys=False)
 EOF
-rungs=${RUNGS:-compile-per-layer,compile-vision,no-recompute,sdpa-attention,fused-adamw,fp8}
+rungs=${RUNGS:-compile-per-layer,compile-vision,no-recompute,sdpa-attention,fused-adamw,whole-step-graph,fp8}
 python3 -m harness run "$scenario" --target h200 --rungs "$rungs" --rung-timeout 240 --out "$result" --overwrite
 cp "$result" /tmp/train-speed.json

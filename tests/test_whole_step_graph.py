@@ -68,3 +68,52 @@ def test_replayed_steps_match_eager_steps(extra):
     for (name, a), b, start in zip(eager_model.named_parameters(), graph_model.parameters(), initial):
         moved = (a - start).norm().item()
         assert (b - a).norm().item() <= 0.01 * moved + 1e-7, (name, (b - a).norm().item(), moved)
+
+
+def test_a_schedule_writes_a_capturable_groups_rate_in_place_and_a_replaced_tensor_is_refused():
+    """vlabench train's schedule (harness/train/recipe.py set_lr): a capturable group's rate becomes a device
+    tensor written in place every step, so a replayed graph reads each step's rate; the check before a replay
+    passes that tensor without reading it, and refuses a group whose tensor was replaced after the capture."""
+    from harness.train.recipe import set_lr
+    from models.graph_capture import check_learning_rates, learning_rates
+
+    _, optimizer, _ = build(GRAPHS)
+    set_lr(optimizer, 1e-3)
+    rate = optimizer.param_groups[0]["lr"]
+    assert isinstance(rate, torch.Tensor) and rate.dtype == torch.float32 and rate.item() == pytest.approx(1e-3)
+    captured = learning_rates(optimizer)
+    set_lr(optimizer, 5e-4)
+    assert optimizer.param_groups[0]["lr"] is rate and rate.item() == pytest.approx(5e-4)
+    check_learning_rates(optimizer, captured, "cuda_graphs: whole-step")  # the same tensor: replays
+    optimizer.param_groups[0]["lr"] = torch.tensor(5e-4)
+    with pytest.raises(ValueError, match="a device tensor written in place"):
+        check_learning_rates(optimizer, captured, "cuda_graphs: whole-step")
+    _, eager_optimizer, _ = build({**GRAPHS, "cuda_graphs": "none"})
+    set_lr(eager_optimizer, 5e-4)
+    assert eager_optimizer.param_groups[0]["lr"] == 5e-4  # a float where no graph captures the step
+
+
+@needs_cuda
+def test_replayed_steps_follow_a_schedule_as_eager_steps_do():
+    """Five steps with the rate changed before each (warm-up then decay, as vlabench train's schedule does),
+    eager and replayed from one capture: the same losses and weights, so the graph read each step's rate."""
+    from harness.train.recipe import set_lr
+    from models.family import standard_step
+
+    rates = [2e-4, 1e-3, 8e-4, 4e-4, 1e-4]
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 5, "cuda", torch.float32, 0)
+    eager_model, eager_optimizer, _ = build(GRAPHS, "cuda")
+    eager_step = standard_step(FAMILY.loss, eager_model, eager_optimizer)
+    graph_model, graph_optimizer, graph_step = build(GRAPHS, "cuda")
+    initial = [p.detach().clone() for p in graph_model.parameters()]
+    eager, graphed = [], []
+    for rate, batch in zip(rates, batches):
+        set_lr(eager_optimizer, rate)
+        eager.append(eager_step(batch).item())
+        set_lr(graph_optimizer, rate)
+        graphed.append(graph_step(batch).item())
+    assert graph_step.captures == 1 and graph_step.replays == 5
+    assert graphed == pytest.approx(eager, rel=1e-4), (graphed, eager)
+    for (name, a), b, start in zip(eager_model.named_parameters(), graph_model.parameters(), initial):
+        moved = (a - start).norm().item()
+        assert (b - a).norm().item() <= 0.01 * moved + 1e-7, (name, (b - a).norm().item(), moved)

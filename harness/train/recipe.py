@@ -71,8 +71,16 @@ def lr_at(recipe: Recipe, step: int) -> float:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The schedule's rate for this step. A group whose step may be captured in a CUDA graph (`capturable`) keeps
+    its rate in a device tensor, written in place: a replayed step reads it there, where a float would stay the one
+    it was captured with."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        if not group.get("capturable"):
+            group["lr"] = lr
+        elif isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = torch.tensor(lr, dtype=torch.float32, device=group["params"][0].device)
 
 
 def optimizer_mismatch(optimizer: torch.optim.Optimizer, recipe: Recipe) -> str | None:

@@ -135,8 +135,10 @@ def build_training(spec: RungSpec, recipe: Recipe, start: int, weights: dict | N
     family, workload = get_family(spec.model), spec.workload
     device = get_device(spec.backend)
     dtype = TORCH_DTYPES[workload.dtype]
-    if family.knobs(spec.options).cuda_graphs:
-        raise InputError("--rung", None, "a rung without CUDA graphs", "a whole-step graph, which bakes in the lr")
+    # a captured optimizer step reads the schedule's rate from a device tensor (recipe.set_lr); micro-batches
+    # accumulate outside any graph, so a graphed rung takes its whole batch in one step
+    if family.knobs(spec.options).cuda_graphs and spec.grad_accum > 1:
+        raise InputError("--grad-accum", None, "1 for a rung with CUDA graphs", str(spec.grad_accum))
     options = family.parse_options(spec.options)
     built = family.build(workload.model_size, options, workload, device.torch_device, dtype, workload.seed)
     if weights is not None:
