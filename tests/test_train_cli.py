@@ -78,3 +78,11 @@ def test_a_family_without_training_checkpoints_is_refused(dataset, tmp_path, cap
 def test_train_check_refuses_a_result_that_is_not_a_training_run(capsys):
     ladder = str(REPO / "results" / "h200" / "pi05-loongforge.json")
     assert "expected a `vlabench train` result" in refused(capsys, ["train-check", "--reference", ladder, ladder])
+
+
+def test_a_graphed_rung_takes_no_micro_batches(dataset, tmp_path, capsys):
+    """A whole-step graph captures one step of the whole batch; micro-batches would accumulate outside it."""
+    scenario = str(REPO / "scenarios" / "pi05-libero-train.yaml")
+    argv = ["train", scenario, "--rung", "whole-step-graph", "--dataset", dataset, "--steps", "2", "--target", "h200"]
+    err = refused(capsys, [*argv, "--grad-accum", "2", "--out", str(tmp_path / "run")])
+    assert "--grad-accum: expected 1 for a rung with CUDA graphs, got 2" in err

@@ -91,6 +91,10 @@ def train_spec(plan: TrainPlan) -> tuple[RungSpec, dict]:
             scenario.path, "model", "a family whose checkpoints vlabench train writes (pi05)", f"{family.name}"
         )
     spec = scenario_spec(scenario, target, rung, plan.batch_size, plan.model_size, plan.grad_accum)
+    # a captured optimizer step reads the schedule's rate from a device tensor (recipe.set_lr); micro-batches
+    # accumulate outside any graph, so a graphed rung takes its whole batch in one step
+    if family.knobs(spec.options).cuda_graphs and spec.grad_accum > 1:
+        raise InputError("--grad-accum", None, "1 for a rung with CUDA graphs", str(spec.grad_accum))
     tokenizer = resolve_tokenizer(plan, family, spec.workload.model_size)
     data = reading(spec.workload.data, str(plan.dataset), tokenizer=tokenizer)
     loader = dict(spec.loader)
@@ -135,10 +139,6 @@ def build_training(spec: RungSpec, recipe: Recipe, start: int, weights: dict | N
     family, workload = get_family(spec.model), spec.workload
     device = get_device(spec.backend)
     dtype = TORCH_DTYPES[workload.dtype]
-    # a captured optimizer step reads the schedule's rate from a device tensor (recipe.set_lr); micro-batches
-    # accumulate outside any graph, so a graphed rung takes its whole batch in one step
-    if family.knobs(spec.options).cuda_graphs and spec.grad_accum > 1:
-        raise InputError("--grad-accum", None, "1 for a rung with CUDA graphs", str(spec.grad_accum))
     options = family.parse_options(spec.options)
     built = family.build(workload.model_size, options, workload, device.torch_device, dtype, workload.seed)
     if weights is not None:
