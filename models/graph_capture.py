@@ -79,14 +79,14 @@ def check_learning_rates(optimizer: torch.optim.Optimizer, captured: tuple, opti
     the old one. A device tensor written in place is what a schedule needs (no host sync here)."""
     now = learning_rates(optimizer)
     for before, after in zip(captured, now):
-        tensors = isinstance(before, torch.Tensor), isinstance(after, torch.Tensor)
-        if tensors == (True, True) and before is after:
-            continue
-        if tensors == (False, False) and before == after:
-            continue
-        shown = tuple("a device tensor" if isinstance(x, torch.Tensor) else x for x in (*captured, *now))
-        raise ValueError(
-            f"{option}: the learning rate changed from {shown[: len(captured)]} to {shown[len(captured) :]} after "
-            "the optimizer step was captured; a schedule needs the rate in a device tensor written in place "
-            "(capturable optimizer) or the optimizer step outside the graph"
-        )
+        tensor = isinstance(before, torch.Tensor) or isinstance(after, torch.Tensor)
+        if not (before is after if tensor else before == after):
+            raise ValueError(
+                f"{option}: the learning rate changed from {_shown(captured)} to {_shown(now)} after the optimizer "
+                "step was captured; a schedule needs the rate in a device tensor written in place (capturable "
+                "optimizer) or the optimizer step outside the graph"
+            )
+
+
+def _shown(rates: tuple) -> tuple:
+    return tuple("a device tensor" if isinstance(x, torch.Tensor) else x for x in rates)

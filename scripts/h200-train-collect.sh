@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Waits up to SECONDS for the detached job of scripts/h200-train-ladder.sh (its steps.log says "done"), printing its
 # progress every minute, then packs what it wrote (results, evaluations, logs; no checkpoints) into $OUT/tl.tgz.
-# With CHECKPOINT=RUNG (or goal: the goal's rung) it also brings back that rung's newest checkpoint of runs/tl, its weights rounded to bf16
-# and split into parts of 15 MiB ($OUT/ckpt.tgz.partNN; `cat ckpt.tgz.part* | tar xz` here rejoins them): one
-# device call returns files of at most 16 MiB.
+# With CHECKPOINT=RUNG (or goal: the goal's rung) it also brings back that rung's newest checkpoint of runs/tl, its
+# weights rounded to bf16 and split into parts of 15 MiB ($OUT/ckpt.tgz.partNN; `cat ckpt.tgz.part* | tar xz` here
+# rejoins them): one device call returns files of at most 16 MiB.
 # Usage, in a device call: scripts/h200-train-collect.sh SECONDS [LOGDIR]
 set -uo pipefail
 wait_s=${1:?seconds to wait}

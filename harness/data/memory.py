@@ -82,23 +82,18 @@ class RowsInMemory:
 
     def __init__(self, fields_dataset, collate_fields, row_fields=None, report=print):
         start = time.perf_counter()
-        n, parts, derived = len(fields_dataset), [], []
+        n, parts = len(fields_dataset), []
         for first in range(0, n, ROWS_PER_PREPARE):
             raw = read_fields(fields_dataset, collate_fields, list(range(first, min(n, first + ROWS_PER_PREPARE))))
-            if row_fields is not None:
-                extra = row_fields(raw)
-                derived = sorted(extra)
-                raw.update(extra)
-            parts.append(raw)
+            parts.append({**raw, **(row_fields(raw) if row_fields is not None else {})})
         self.fields = {
             k: torch.cat([p[k] for p in parts]) if isinstance(v, torch.Tensor) else [x for p in parts for x in p[k]]
             for k, v in parts[0].items()
         }
-        self.derived = derived
+        self.derived = sorted(set(parts[0]) - set(raw))  # the keys row_fields added to the collated ones
         self.prepare_s = time.perf_counter() - start
-        report(
-            f"  {n:,} rows' fields (with {', '.join(derived) or 'nothing derived'}) prepared in {self.prepare_s:.1f} s"
-        )
+        derived = ", ".join(self.derived) or "nothing derived"
+        report(f"  {n:,} rows' fields (with {derived}) prepared in {self.prepare_s:.1f} s")
 
     def gather(self, rows: list[int]) -> dict:
         index = torch.tensor(rows)

@@ -122,11 +122,16 @@ def plan_from_args(args):
         init=args.init,
         tokenizer=args.tokenizer,
         workers=args.workers,
-        loader=({"kind": args.loader} | ({"prepared_rows": True} if args.prepared_rows else {}))
-        if args.loader
-        else None,
+        loader=_loader_flags(args),
         log_every=args.log_every,
     )
+
+
+def _loader_flags(args) -> dict | None:
+    """--loader and --prepared-rows as loader options over the rung's (None: the rung's own)."""
+    if not args.loader:
+        return None
+    return {"kind": args.loader, **({"prepared_rows": True} if args.prepared_rows else {})}
 
 
 def cmd_train(args) -> int:

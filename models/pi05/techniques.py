@@ -108,9 +108,7 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision
     units: dict[str, nn.Module] = {}
     if vision:
         units.update({f"vision.layers.{i}": layer for i, layer in enumerate(unwrapped(model.vision).layers)})
-    if mode == "none":
-        pass
-    elif mode == "backbone":
+    if mode == "backbone":
         units["backbone"] = model.backbone
     elif mode == "per-layer":
         layers = model.backbone_layers()
@@ -124,7 +122,7 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision
                 "action_out": model.action_out,
             }
         )
-    else:
+    elif mode != "none":
         raise ValueError(f"unknown compile mode {mode!r}")
     for module in units.values():
         module.compile(backend=backend, fullgraph=True)
