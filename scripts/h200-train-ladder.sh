@@ -10,6 +10,9 @@
 #   4. the GPU-only tests of the CUDA-graph code (GPU_TESTS=0 skips them);
 #   5. fp8, then community, trained identically and added to the same train-ladder (--resume);
 #   6. the test sabotage on the goal's rung (runs/tl-sabotage), gated against the clean ladder.
+# COMPARE=1 instead: after 1, a probe of community, then the train block's rungs (community, fused-adamw, fp8) at the
+# steps that fit the device time left before DEADLINE (epoch seconds; STEPS overrides), TRIALS (default 10) per
+# task, then 6 and 4 where time is left.
 # GOAL_ONLY=1 stops after 4 (the device time of one session fits the goal and another measurement, not 5 and 6).
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
@@ -58,6 +61,38 @@ step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
+if [ "${COMPARE:-0}" = 1 ]; then
+  # the train block's rungs (community, fused-adamw, fp8) trained identically at the steps that fit the device time
+  # left before DEADLINE (epoch seconds), then the sabotage and the GPU tests where time is left
+  ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --trials "${TRIALS:-10}" \
+    --assets "$assets" "$@"; }
+  if [ -z "${STEPS:-}" ]; then
+    step "probe: community, 60 steps on the memory loader"
+    python3 -m harness train "$scenario" --rung community --target h200 --dataset "$data" --steps 60 \
+      --loader memory --prepared-rows --workers 16 --log-every 20 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
+    STEPS=$(python3 scripts/train_compare_steps.py runs/probe/train.json "${DEADLINE:?epoch seconds}" "${TRIALS:-10}" 2>> "$logs/steps.log") || exit 1
+  fi
+  step "steps per rung: $STEPS, ${TRIALS:-10} trials per task"
+  ladder --out runs/tl > "$logs/compare.log" 2>&1
+  left=$(( ${DEADLINE:-0} - $(date +%s) ))
+  # the sabotaged fused-adamw: its steps (about 52 ms each), its build and its evaluation
+  need=$(( STEPS * 52 / 1000 + 90 + ${TRIALS:-10} * 11 + 60 ))
+  if [ "$left" -gt "$need" ]; then
+    step "sabotaged fused-adamw"
+    VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs fused-adamw --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
+    python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
+      --rungs fused-adamw > "$logs/gate-sabotage.log" 2>&1
+    echo "exit $?" >> "$logs/gate-sabotage.log"
+  else
+    step "sabotage left out: ${left}s left, ${need}s needed"
+  fi
+  if [ $(( ${DEADLINE:-0} - $(date +%s) )) -gt 150 ]; then
+    step "GPU-only tests (the whole-step graph under a schedule)"
+    python3 -m pytest -q -p no:cacheprovider tests/test_whole_step_graph.py > "$logs/gpu-tests.log" 2>&1
+  fi
+  step "done"
+  exit 0
+fi
 # the goal's rung: RUNG (default fused-adamw, the fastest bf16 rung measured on 2026-12-02), or RUNG=fastest: the
 # fastest bf16 rung that scripts/h200-train-speed.sh timed in an earlier call (SPEED, default /tmp/train-speed.json)
 rung=${RUNG:-fused-adamw}
