@@ -109,6 +109,30 @@ def test_the_judgement_against_the_reference(tmp_path):
     assert judge({"community": failed, "fp8": fast}, "community", TrainBlock(steps=100)) == {}
 
 
+def test_the_table_counts_the_tasks_verdicts_and_names_those_that_did_not_pass():
+    """The success-gate cell: the suite's verdict in full, its tasks' verdicts counted and the failing one named."""
+    from harness.judge.train_ladder import judge
+    from harness.train.ladder import TrainBlock
+    from harness.train.ladder_report import train_ladder_table
+
+    def per_task(rung: dict, successes: list[int]) -> dict:
+        for task, k in enumerate(successes):
+            rung["success_rate"][f"libero_spatial/{task}"] = {"successes": k, "trials": 20, "rate": k / 20,
+                                                              "wilson_low": 0.0, "wilson_high": 1.0, "errors": 0}  # fmt: skip
+        return rung
+
+    ref = per_task(_rung("community", 38, 40, [0.1] * 10), [19, 19])
+    bad = per_task(_rung("fp8", 20, 40, [0.1] * 10), [19, 1])
+    result = _ladder_result(ref)
+    result["train_ladder"].update(
+        rungs=[ref, bad], eval={"suites": ["libero_spatial"], "trials": 20},
+        versus_reference=judge({"community": ref, "fp8": bad}, "community", TrainBlock(steps=10)),
+    )  # fmt: skip
+    row = next(line for line in train_ladder_table(result).splitlines() if line.startswith("fp8"))
+    assert "FAIL (-45.0 points, Fisher one-sided p=" in row
+    assert row.rstrip().endswith("tasks: 1 FAIL, 1 pass (1 FAIL -90.0 points)")
+
+
 def _scenario(tmp_path: Path, text: str, loader: str | None = None) -> str:
     path = tmp_path / "s.yaml"
     scenario = SCENARIO.read_text()

@@ -26,8 +26,23 @@ def _verdicts(versus: dict | None) -> tuple[str, str, str]:
     conv = versus.get("convergence") or {}
     rel = conv.get("rel_diff")
     conv_text = "-" if rel is None else f"{rel:+.1%} " + ("pass" if conv.get("passed") else "FAIL")
-    gate = "; ".join(f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})" for c in versus.get("success", []))
-    return ("-" if s is None else f"{s:.2f}x"), conv_text, gate or "-"
+    return ("-" if s is None else f"{s:.2f}x"), conv_text, _gate_cell(versus.get("success", []))
+
+
+def _gate_cell(checks: list[dict]) -> str:
+    """Each suite's verdict with its change and test; its tasks' verdicts counted, those that did not pass named."""
+    cells, tasks = [], [c for c in checks if "/" in c["subject"]]
+    for c in checks:
+        if "/" not in c["subject"]:
+            cells.append(f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})")
+    if tasks:
+        counts: dict[str, int] = {}
+        for c in tasks:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+        named = [f"{c['subject'].split('/')[-1]} {c['verdict']} {c['change']}" for c in tasks if c["verdict"] != "pass"]
+        summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        cells.append(f"tasks: {summary}" + (f" ({'; '.join(named)})" if named else ""))
+    return "; ".join(cells) or "-"
 
 
 def _row(record: dict, ladder: dict) -> list[str]:
