@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Waits up to SECONDS for the detached job of scripts/h200-train-ladder.sh (its steps.log says "done"), printing its
-# progress every minute, then packs what it wrote (results, evaluations, logs; no checkpoints) into $OUT/tl.tgz.
+# progress every minute, then packs what it wrote (results, evaluations, logs; no checkpoints) in its tree (JOB_TREE,
+# default /tmp/tl-tree) into $OUT/tl.tgz.
 # With CHECKPOINT=RUNG (or goal: the goal's rung) it also brings back that rung's newest checkpoint of runs/tl, its
 # weights rounded to bf16 and split into parts of 15 MiB ($OUT/ckpt.tgz.partNN; `cat ckpt.tgz.part* | tar xz` here
 # rejoins them): one device call returns files of at most 16 MiB.
@@ -19,6 +20,7 @@ while [ $SECONDS -lt "$end" ]; do
   fi
 done
 cat "$logs/steps.log" 2>/dev/null
+cd "${JOB_TREE:-/tmp/tl-tree}" 2>/dev/null || true  # where scripts/h200-train-ladder.sh runs (a copy of the tree)
 tar czf "${OUT:-/tmp}/tl.tgz" --exclude=checkpoints "$logs" runs/tl* runs/probe 2>/dev/null
 ls -la "${OUT:-/tmp}/tl.tgz"
 # CHECKPOINT=goal: the goal's rung, as the job's steps.log names it
