@@ -214,3 +214,20 @@ eval: {suite: libero_goal, tasks: [0, 2], trials: 3, checkpoint: lerobot/pi05_li
     path.write_text(text.replace("libero_goal", "libero_nope"))
     with pytest.raises(InputError, match="eval.suite: expected one of libero_spatial, libero_object"):
         eval_block(load_scenario(path))
+
+
+def test_the_policys_host_threads_leave_the_env_workers_their_cores(monkeypatch):
+    """While N env workers run, torch in the evaluation's own process gets the cores they leave (at least one), and
+    its own count again afterwards: a thread per core would fight the workers for them."""
+    from harness.eval.runner import _host_threads
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    before = torch.get_num_threads()
+    with _host_threads(16) as threads:
+        assert threads == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with _host_threads(15) as threads:
+        assert threads == 1
+    with _host_threads(12) as threads:
+        assert threads == min(before, 4) and torch.get_num_threads() == threads
+    assert torch.get_num_threads() == before
