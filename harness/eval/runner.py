@@ -139,7 +139,7 @@ def _spawn_environ(values: dict):
 def _host_threads(workers: int):
     """The policy's host-side work (images resized, prompts tokenised) in this process runs beside `workers` busy
     env processes: with torch's thread per core it fights them for the cores. So it gets the cores they leave, at
-    least one (on a 2-core machine with the other core busy, 10 images resized took 30 ms in 2 threads, 5 in 1)."""
+    least one."""
     import torch
 
     before = torch.get_num_threads()
