@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
 # The H200 session of the train -> evaluate -> gate scenario (scenarios/pi05-libero-train.yaml, docs/training.md):
-#   1. scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19),
-#      executed with ACTION_NOISE (default 0.2,0.05: the position's and the rotation's deviations; docs/training.md,
-#      "Demonstrations that show the way back");
-#   2. a probe: 150 steps of the goal's rung on the memory loader, from which the steps that fit 8 minutes of
-#      training (frames decoded, compile and steps) are set: STEPS overrides;
-#   3. the goal: RUNG (whole-step-graph, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh) trained
-#      that many steps and evaluated, 20 trials per task (runs/tl/train-ladder.json);
-#   4. the GPU-only tests of the CUDA-graph code (GPU_TESTS=0 skips them);
-#   5. fp8, then community, trained identically and added to the same train-ladder (--resume);
-#   6. the test sabotage on the goal's rung (runs/tl-sabotage), gated against the clean ladder.
-# COMPARE=1 instead: after 1, COMPARE_RUNGS (default the train block's: community, whole-step-graph, fp8) trained
-# identically, STEPS each (default: the most that fit before DEADLINE, epoch seconds, at most MAX_STEPS, default the
-# 4,178 of the goal's run of 2026-12-02, from the committed speeds: scripts/train_compare_steps.py), TRIALS (default
-# 10) per task; SABOTAGE=1 adds 6 on RUNG (default whole-step-graph); then 4 where time is left.
-# GOAL_ONLY=1 stops after 4 (the device time of one session fits the goal and another measurement, not 5 and 6).
+# scripted-expert demonstrations of libero_spatial from stored states 20..49 (the evaluation uses 0..19), executed
+# with ACTION_NOISE (default 0.2,0.05: the position's and the rotation's deviations; docs/training.md, "Demonstrations
+# that show the way back"), then PARTS in the order given (default goal,gpu-tests):
+#   goal      RUNG (default whole-step-graph, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh)
+#             trained for STEPS, or the steps that fit 8 minutes of training from a 150-step probe, and evaluated,
+#             20 trials per task (runs/tl/train-ladder.json);
+#   compare   COMPARE_RUNGS (default the train block's: community, whole-step-graph, fp8) trained identically, STEPS
+#             each or the most that fit before DEADLINE (epoch seconds), at most MAX_STEPS (default 4,178, the
+#             goal's of 2026-12-02), from the committed speeds (scripts/train_compare_steps.py), TRIALS (default
+#             10) per task (runs/tl-compare/train-ladder.json);
+#   sabotage  the test sabotage on RUNG (runs/tl-sabotage), at BASELINE's steps and trials, gated against BASELINE
+#             (default the compare's, else the goal's train-ladder; a committed result names an earlier session's);
+#   gpu-tests the GPU-only tests of the CUDA-graph code, unless DEADLINE (if given) leaves less than 150 s.
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
 # scripts/h200-train-collect.sh packs what it wrote into $OUT. Start it with VLABENCH_GIT_SHA=<the commit sent>
@@ -72,37 +70,8 @@ step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
-if [ "${COMPARE:-0}" = 1 ]; then
-  # COMPARE_RUNGS trained identically (STEPS each, or the most that fit before DEADLINE, at most MAX_STEPS), TRIALS
-  # per task; with SABOTAGE=1 the sabotaged RUNG too, gated against its clean run; the GPU tests where time is left
-  rungs=${COMPARE_RUNGS:-community,whole-step-graph,fp8}
-  rung=${RUNG:-whole-step-graph}
-  ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --trials "${TRIALS:-10}" \
-    --assets "$assets" "$@"; }
-  if [ -z "${STEPS:-}" ]; then
-    # shellcheck disable=SC2046
-    STEPS=$(python3 scripts/train_compare_steps.py "${DEADLINE:?epoch seconds}" "${TRIALS:-10}" "${MAX_STEPS:-4178}" \
-      $(echo "$rungs" | tr , ' ') $([ "${SABOTAGE:-0}" = 1 ] && echo "$rung") 2>> "$logs/steps.log") || exit 1
-  fi
-  step "steps per rung: $STEPS, ${TRIALS:-10} trials per task: $rungs"
-  ladder --rungs "$rungs" --out runs/tl > "$logs/compare.log" 2>&1
-  if [ "${SABOTAGE:-0}" = 1 ]; then
-    step "sabotaged $rung"
-    VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs "$rung" --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
-    python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
-      --rungs "$rung" > "$logs/gate-sabotage.log" 2>&1
-    echo "exit $?" >> "$logs/gate-sabotage.log"
-  fi
-  if [ $(( ${DEADLINE:-0} - $(date +%s) )) -gt 150 ]; then
-    step "GPU-only tests (CUDA graphs of both families)"
-    python3 -m pytest -q -p no:cacheprovider tests/test_whole_step_graph.py tests/test_gr00t_rungs.py \
-      > "$logs/gpu-tests.log" 2>&1
-  fi
-  step "done"
-  exit 0
-fi
-# the goal's rung: RUNG (default whole-step-graph, the fastest bf16 rung measured: 10,216 samples/s against fused-adamw's
-# 5,990 in results/h200/pi05-libero-train-speed-graph.json), or RUNG=fastest: the
+# the goal's and the sabotage's rung: RUNG (default whole-step-graph, the fastest bf16 rung measured: 10,216
+# samples/s against fused-adamw's 5,990 in results/h200/pi05-libero-train-speed-graph.json), or RUNG=fastest: the
 # fastest bf16 rung that scripts/h200-train-speed.sh timed in an earlier call (SPEED, default /tmp/train-speed.json)
 rung=${RUNG:-whole-step-graph}
 if [ "$rung" = fastest ]; then
@@ -114,13 +83,17 @@ print(max(bf16, key=lambda r: r["samples_per_s"])["name"])
 EOF
 ) || exit 1
 fi
-step "goal rung: $rung"
-if [ -z "${STEPS:-}" ]; then
-  step "probe: $rung, 150 steps on the memory loader"
-  python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 \
-    --loader memory --prepared-rows --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
-  # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
-  STEPS=$(python3 - "$budget_s" <<'EOF'
+ladder() { python3 -m harness train-ladder "$scenario" --target h200 --assets "$assets" "$@"; }
+
+goal() {
+  step "goal rung: $rung"
+  local steps=${STEPS:-}
+  if [ -z "$steps" ]; then
+    step "probe: $rung, 150 steps on the memory loader"
+    python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 --loader memory \
+      --prepared-rows --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
+    # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
+    steps=$(python3 - "$budget_s" <<'EOF'
 import json, sys
 budget = float(sys.argv[1])
 r = json.load(open("runs/probe/train.json"))["train"]
@@ -130,26 +103,54 @@ loader = r["data"]["loader"]
 overhead = r["wall_s"] - steady + loader["memory"]["decode_s"] + loader.get("prepared_rows", {}).get("prepare_s", 0)
 print(int(0.97 * (budget - overhead) * sps / batch))
 EOF
-)
-fi
-step "steps per rung: $STEPS"
-ladder() { python3 -m harness train-ladder "$scenario" --target h200 --steps "$STEPS" --assets "$assets" "$@"; }
-step "goal: $rung, $STEPS steps, 20 trials per task"
-ladder --rungs "$rung" --out runs/tl > "$logs/goal.log" 2>&1
-if [ "${GPU_TESTS:-1}" = 1 ]; then
+) || return 1
+  fi
+  step "goal: $rung, $steps steps, 20 trials per task"
+  ladder --rungs "$rung" --steps "$steps" --out runs/tl > "$logs/goal.log" 2>&1
+}
+
+compare() {
+  local rungs=${COMPARE_RUNGS:-community,whole-step-graph,fp8} steps=${STEPS:-} extra=""
+  if [ -z "$steps" ]; then
+    [[ ",$PARTS," == *",sabotage,"* ]] && extra=$rung  # the sabotaged run's time counted too
+    # shellcheck disable=SC2046,SC2086
+    steps=$(python3 scripts/train_compare_steps.py "${DEADLINE:?epoch seconds}" "${TRIALS:-10}" \
+      "${MAX_STEPS:-4178}" $(echo "$rungs" | tr , ' ') $extra 2>> "$logs/steps.log") || return 1
+  fi
+  step "compare: $rungs, $steps steps each, ${TRIALS:-10} trials per task"
+  ladder --rungs "$rungs" --steps "$steps" --trials "${TRIALS:-10}" --out runs/tl-compare > "$logs/compare.log" 2>&1
+}
+
+sabotage() {
+  local baseline=${BASELINE:-runs/tl-compare/train-ladder.json} steps trials
+  [ -f "$baseline" ] || baseline=runs/tl/train-ladder.json
+  # the baseline's steps and trials: the gate compares runs trained and evaluated alike
+  read -r steps trials < <(python3 -c "import json, sys; t = json.load(open(sys.argv[1]))['train_ladder']; \
+print(t['steps'], t['eval']['trials'])" "$baseline" 2>/dev/null)
+  if [ -z "${trials:-}" ]; then step "sabotage: no baseline train-ladder at $baseline"; return 1; fi
+  step "sabotaged $rung: $steps steps, $trials trials per task, against $baseline"
+  VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs "$rung" --steps "$steps" --trials "$trials" \
+    --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
+  python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline "$baseline" --rungs "$rung" \
+    > "$logs/gate-sabotage.log" 2>&1
+  echo "exit $?" >> "$logs/gate-sabotage.log"
+}
+
+gpu_tests() {
+  if [ -n "${DEADLINE:-}" ] && [ $((DEADLINE - $(date +%s))) -lt 150 ]; then step "GPU tests left out: no time"; return; fi
   step "GPU-only tests (CUDA graphs of both families, the captured all-reduce)"
-  python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py tests/test_whole_step_graph.py \
+  python3 -m pytest -q -p no:cacheprovider tests/test_whole_step_graph.py tests/test_gr00t_rungs.py \
     tests/test_distributed.py > "$logs/gpu-tests.log" 2>&1
-fi
-if [ "${GOAL_ONLY:-0}" = 1 ]; then step "done"; exit 0; fi
-step "fp8"
-ladder --rungs "$rung,fp8" --resume --out runs/tl > "$logs/fp8.log" 2>&1
-step "community"
-ladder --rungs "$rung,fp8,community" --resume --out runs/tl > "$logs/community.log" 2>&1
-step "sabotaged $rung"
-VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs "$rung" --out runs/tl-sabotage \
-  > "$logs/sabotage.log" 2>&1
-python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline runs/tl/train-ladder.json \
-  --rungs "$rung" > "$logs/gate-sabotage.log" 2>&1
-echo "exit $?" >> "$logs/gate-sabotage.log"
+}
+
+PARTS=${PARTS:-goal,gpu-tests}
+for part in ${PARTS//,/ }; do
+  case $part in
+    goal) goal ;;
+    compare) compare ;;
+    sabotage) sabotage ;;
+    gpu-tests) gpu_tests ;;
+    *) step "unknown part: $part (goal, compare, sabotage, gpu-tests)"; exit 2 ;;
+  esac || step "$part failed: see $logs"
+done
 step "done"
