@@ -35,11 +35,14 @@ def test_eval_throughput_leaves_the_warm_up_call_out_of_the_latency_figures():
 
     from harness.eval.runner import throughput
 
-    runner = SimpleNamespace(n_workers=2, policy_calls=4, batch_sizes=[2, 2, 1, 2], policy_s=1.0, crashes=0)
+    runner = SimpleNamespace(
+        n_workers=2, policy_calls=4, batch_sizes=[2, 2, 1, 2], policy_s=1.0, crashes=0, host_threads=1
+    )
     latencies = [(2, 5.0), (2, 0.10), (1, 0.06), (2, 0.12)]  # 5 s: CUDA init on call 1
     records = [{"env_steps": 30, "sim_s": 3.0}, {"env_steps": 20, "sim_s": 2.0}]
     tp = throughput(records, 10.0, runner, latencies)
     assert tp["env_steps_per_s"] == 5.0 and tp["sim_steps_per_s_per_worker"] == 10.0
+    assert tp["policy_host_threads"] == 1
     lat = tp["policy_latency_s"]
     assert lat["first_call"] == 5.0 and lat["calls"] == 3 and lat["warmup_calls_excluded"] == 1
     assert lat["median"] == 0.10 and lat["max"] == 0.12

@@ -47,8 +47,9 @@ def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatc
     assert main(["show", str(out / "train-ladder.json")]) == 0
     table = capsys.readouterr().out
     assert "community" in table and "0.0% [0%-66%] (0/2)" in table and "unsupported" in table
-    assert main(["gate", str(out / "train-ladder.json"), "--baseline", str(out / "train-ladder.json")]) == 0
-    assert "success rate" in capsys.readouterr().out
+    # 0 of 2 recorded: the success check cannot fail, and says so (exit 3: inconclusive)
+    assert main(["gate", str(out / "train-ladder.json"), "--baseline", str(out / "train-ladder.json")]) == 3
+    assert "leaves no room for a drop" in capsys.readouterr().out
     mtime = (out / "community" / "train.json").stat().st_mtime
     assert main(_smoke(out, "--rungs", "community", "--resume")) == 0
     assert "community: done already" in capsys.readouterr().out
@@ -109,10 +110,9 @@ def test_the_judgement_against_the_reference(tmp_path):
     assert judge({"community": failed, "fp8": fast}, "community", TrainBlock(steps=100)) == {}
 
 
-def test_the_table_counts_the_tasks_verdicts_and_names_those_that_did_not_pass():
-    """The success-gate cell: the suite's verdict in full, its tasks' verdicts counted and the failing one named."""
-    from harness.judge.train_ladder import judge
-    from harness.train.ladder import TrainBlock
+def test_the_table_counts_the_tasks_verdicts_and_names_the_failed_ones():
+    """The success-gate cell: the suite's verdict in full, its tasks' verdicts counted and the failed one named;
+    judged by today's rules from the records, not the verdicts the result stored."""
     from harness.train.ladder_report import train_ladder_table
 
     def per_task(rung: dict, successes: list[int]) -> dict:
@@ -124,12 +124,11 @@ def test_the_table_counts_the_tasks_verdicts_and_names_those_that_did_not_pass()
     ref = per_task(_rung("community", 38, 40, [0.1] * 10), [19, 19])
     bad = per_task(_rung("fp8", 20, 40, [0.1] * 10), [19, 1])
     result = _ladder_result(ref)
-    result["train_ladder"].update(
-        rungs=[ref, bad], eval={"suites": ["libero_spatial"], "trials": 20},
-        versus_reference=judge({"community": ref, "fp8": bad}, "community", TrainBlock(steps=10)),
-    )  # fmt: skip
+    stale = {"fp8": {"speedup": 9.0, "convergence": None, "success": []}}  # what an older run might have stored
+    result["train_ladder"].update(rungs=[ref, bad], eval={"suites": ["libero_spatial"], "trials": 20},
+                                  versus_reference=stale)  # fmt: skip
     row = next(line for line in train_ladder_table(result).splitlines() if line.startswith("fp8"))
-    assert "FAIL (-45.0 points, Fisher one-sided p=" in row
+    assert " 1.00x " in row and "FAIL (-45.0 points, Fisher one-sided p=" in row
     assert row.rstrip().endswith("tasks: 1 FAIL, 1 pass (1 FAIL -90.0 points)")
 
 

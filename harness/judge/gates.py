@@ -505,7 +505,8 @@ def _rate_text(entry: dict) -> str:
 def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> Check:
     """Fisher's exact test of the current successes against the recorded ones (both are samples): FAIL when the
     rate dropped by more than the tolerance and the drop is significant at the gate's confidence; inconclusive
-    when it dropped that far but the trials cannot tell, with the trials that could."""
+    when it dropped that far but the trials cannot tell, with the trials that could, and when the recorded rate is
+    within the tolerance of zero (nothing could fail it)."""
     from ..stats.rates import fisher_lower_p, trials_to_detect
 
     subject = f"suite {suite}"
@@ -524,6 +525,13 @@ def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> C
         f"Fisher one-sided p={p:.2g}",
     )
     tol = limits.success_tolerance
+    if recorded <= tol:  # no rate is more than the tolerance below it: "pass" would say nothing
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f": the recorded {recorded:.1%} leaves no room for a drop of more than {tol * 100:g} points, so this "
+            "check cannot fail; record a policy that succeeds"
+        )
+        return check
     if recorded - rate <= tol:
         return check
     if p < 1 - limits.confidence:

@@ -3,6 +3,7 @@ its success, and the verdicts against the reference rung."""
 
 from __future__ import annotations
 
+from ..judge.train_ladder import judge
 from .ladder import TrainBlock
 from .report import _duration
 
@@ -30,7 +31,7 @@ def _verdicts(versus: dict | None) -> tuple[str, str, str]:
 
 
 def _gate_cell(checks: list[dict]) -> str:
-    """Each suite's verdict with its change and test; its tasks' verdicts counted, those that did not pass named."""
+    """Each suite's verdict with its change and test; its tasks' verdicts counted, the failed ones named."""
     cells, tasks = [], [c for c in checks if "/" in c["subject"]]
     for c in checks:
         if "/" not in c["subject"]:
@@ -39,13 +40,13 @@ def _gate_cell(checks: list[dict]) -> str:
         counts: dict[str, int] = {}
         for c in tasks:
             counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-        named = [f"{c['subject'].split('/')[-1]} {c['verdict']} {c['change']}" for c in tasks if c["verdict"] != "pass"]
+        named = [f"{c['subject'].split('/')[-1]} {c['verdict']} {c['change']}" for c in tasks if c["verdict"] == "FAIL"]
         summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         cells.append(f"tasks: {summary}" + (f" ({'; '.join(named)})" if named else ""))
     return "; ".join(cells) or "-"
 
 
-def _row(record: dict, ladder: dict) -> list[str]:
+def _row(record: dict, ladder: dict, versus: dict) -> list[str]:
     t = record.get("train") or {}
     suites = ladder.get("eval", {}).get("suites") or []
     rates = record.get("success_rate") or {}
@@ -57,7 +58,7 @@ def _row(record: dict, ladder: dict) -> list[str]:
     speed, conv, gate = (
         ("reference", "reference", "reference")
         if record["name"] == ladder["reference"]
-        else _verdicts(ladder.get("versus_reference", {}).get(record["name"]))
+        else _verdicts(versus.get(record["name"]))
     )
     return [
         name,
@@ -89,9 +90,13 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     )
     headers = ["rung", "steps", "train wall", "samples/s", "speedup", "final loss", "convergence", "success [95%]",
                "success gate"]  # fmt: skip
-    rows = [_row(r, ladder) for r in ladder["rungs"]]
     conv = ladder.get("convergence_tolerance", _DEFAULTS.convergence_tolerance)
     drop = ladder.get("success_tolerance", _DEFAULTS.success_tolerance)
+    # judged again from the records by today's rules, as `vlabench gate` judges: a result keeps the verdicts its
+    # run printed under versus_reference, which older rules may have given
+    block = TrainBlock(steps=1, convergence_tolerance=conv, success_tolerance=drop)
+    versus = judge({r["name"]: r for r in ladder["rungs"]}, ladder["reference"], block)
+    rows = [_row(r, ladder, versus) for r in ladder["rungs"]]
     tol = (
         f"convergence: smoothed final loss within {conv:.0%} of the reference's; success gate: FAIL when more "
         f"than {drop * 100:g} points below the reference's and significant (Fisher, 95%)"
