@@ -1,6 +1,6 @@
 """The training diagnostics in scripts/: the open-loop error table of a policy (scripts/policy_openloop.py) and the
 linear fit of a dataset's actions on the state (scripts/actions_from_state.py), on arrays and files whose answers
-are known."""
+are known; the steps per rung of the H200 comparison (scripts/train_compare_steps.py)."""
 
 import importlib.util
 from pathlib import Path
@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,3 +55,34 @@ def test_actions_from_state_recovers_a_linear_feedback_law(tmp_path):
     r2, fitted, scored = script.r_squared(str(tmp_path), 0.3)
     assert (fitted, scored) == (140, 60)
     assert np.all(r2[:6] > 0.999) and r2[6] < 0.2
+
+
+def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypatch, capsys):
+    """scripts/train_compare_steps.py (scripts/h200-train-ladder.sh PARTS=compare): a rung's committed training speed,
+    else its synthetic speed scaled by fused-adamw's real/synthetic ratio; the steps that fit before the deadline
+    after the rungs' fixed costs, capped; a deadline too near is refused."""
+    import json
+
+    script = load("train_compare_steps")
+    monkeypatch.chdir(ROOT)
+    trained = json.loads((script.TRAINED / "community-train.json").read_text())["train"]["samples_per_s"]
+    assert script.samples_per_s("community") == trained
+    synthetic = {r["name"]: r["samples_per_s"] for r in json.loads(script.SYNTHETIC.read_text())["rungs"]}
+    fused = json.loads((script.TRAINED / "fused-adamw-train.json").read_text())["train"]["samples_per_s"]
+    graph = script.samples_per_s("whole-step-graph")
+    assert abs(graph - synthetic["whole-step-graph"] * fused / synthetic["fused-adamw"]) < 1e-6
+    monkeypatch.setattr(script.time, "time", lambda: 1000.0)
+    rungs = ["community", "whole-step-graph"]
+    evals = 2 * 10 * script.TASKS * script.EVAL_S_PER_TRIAL
+    fixed = script.OVERHEAD_S["community"] + script.OVERHEAD_OTHER_S + evals + script.MARGIN_S
+    left = 900.0
+    per_step = 256 / trained + 256 / graph  # the committed runs' batch
+    monkeypatch.setattr("sys.argv", ["x", str(1000.0 + fixed + left), "10", "99999", *rungs])
+    script.main()
+    assert int(capsys.readouterr().out) == int(script.SLOWDOWN * left / per_step)
+    monkeypatch.setattr("sys.argv", ["x", str(1000.0 + fixed + left), "10", "500", *rungs])
+    script.main()
+    assert int(capsys.readouterr().out) == 500  # capped
+    monkeypatch.setattr("sys.argv", ["x", str(1000.0 + fixed + 10), "10", "99999", *rungs])
+    with pytest.raises(SystemExit, match="steps fit before the deadline"):
+        script.main()
