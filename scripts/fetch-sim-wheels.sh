@@ -9,6 +9,9 @@
 #   libero 0.1.1, bddl 1.0.1 (built here: sdists only)     tasks, BDDL files, initial states
 #   gymnasium, farama-notifications, easydict, termcolor, future   LIBERO's and robosuite's import-time needs
 # Usage: scripts/fetch-sim-wheels.sh   (then carry .whl and .gl to the machine: see scripts/h200-eval.sh)
+# With TRAIN=1, for scripts/h200-train-ladder.sh: PyAV's and torchao's wheels too, and robosuite, libero and the
+# assets moved into .whl2/: the whole exceeds one call's 64 MiB, so .whl and .gl travel in a first call that
+# installs them and .whl2 in the call that starts the job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for d in /.whl/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
@@ -27,10 +30,17 @@ rm -f .whl/robosuite-*.whl
 # LIBERO assets to carry (an archive): VLABENCH_LIBERO_ASSETS names it
 assets=${VLABENCH_LIBERO_ASSETS:-}
 if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: set VLABENCH_LIBERO_ASSETS to a LIBERO assets archive to carry it"; fi
+if [ "${TRAIN:-0}" = 1 ]; then
+  "$py" -m pip download -q "${binary[@]}" -d .whl av==18.1.0 torchao==0.16.0
+  grep -qxF /.whl2/ .git/info/exclude || echo /.whl2/ >> .git/info/exclude
+  rm -rf .whl2 && mkdir -p .whl2
+  mv .whl/robosuite-*.whl .whl/libero-0*.whl .whl2/
+  if [ -f .whl/"$(basename "$assets")" ]; then mv .whl/"$(basename "$assets")" .whl2/; fi
+fi
 # GL loaders (libEGL, libGL through glvnd) in case the machine's image lacks them; unpacked there into /.
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
 mkdir -p /tmp/amd64/partial
 apt-get "${o[@]}" -qq update && (cd .gl && apt-get "${o[@]}" -qq download libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
   libgles2) || echo "note: could not download the GL loader packages into .gl/"
-ls -la .whl .gl
-du -sh .whl .gl
+ls -la .whl .gl .whl2 2>/dev/null
+du -sh .whl .gl .whl2 2>/dev/null

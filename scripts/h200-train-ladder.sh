@@ -35,8 +35,8 @@
 #     (8.4 min of training, 4 min of evaluation) took 19 minutes of the call sequence set-up, start + collect 540 s,
 #     collect 555 s with CHECKPOINT, a short collect; the 9 minutes left went to the GR00T data-path comparison
 #     (scripts/isaac-gr00t-reference/run.sh in a call carrying .isaac, PYTHONPATH left to run.sh).
-# Needs the wheels of scripts/fetch-sim-wheels.sh and PyAV's and torchao's, installed in /tmp/site by
-# scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS.
+# Needs the wheels of `TRAIN=1 scripts/fetch-sim-wheels.sh` (.whl, .gl, then .whl2), installed in /tmp/site by
+# scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS (default: .whl2's).
 set -uo pipefail
 logs=${1:-/tmp/tl-logs}
 mkdir -p "$logs"
