@@ -3,6 +3,8 @@ its success, and the verdicts against the reference rung."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..judge.train_ladder import judge
 from .ladder import TrainBlock
 from .report import _duration
@@ -32,14 +34,10 @@ def _verdicts(versus: dict | None) -> tuple[str, str, str]:
 
 def _gate_cell(checks: list[dict]) -> str:
     """Each suite's verdict with its change and test; its tasks' verdicts counted, the failed ones named."""
-    cells, tasks = [], [c for c in checks if "/" in c["subject"]]
-    for c in checks:
-        if "/" not in c["subject"]:
-            cells.append(f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})")
+    tasks = [c for c in checks if "/" in c["subject"]]
+    cells = [f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})" for c in checks if c not in tasks]
     if tasks:
-        counts: dict[str, int] = {}
-        for c in tasks:
-            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+        counts = Counter(c["verdict"] for c in tasks)
         named = [f"{c['subject'].split('/')[-1]} {c['verdict']} {c['change']}" for c in tasks if c["verdict"] == "FAIL"]
         summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         cells.append(f"tasks: {summary}" + (f" ({'; '.join(named)})" if named else ""))
@@ -99,6 +97,7 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     rows = [_row(r, ladder, versus) for r in ladder["rungs"]]
     tol = (
         f"convergence: smoothed final loss within {conv:.0%} of the reference's; success gate: FAIL when more "
-        f"than {drop * 100:g} points below the reference's and significant (Fisher, 95%)"
+        f"than {drop * 100:g} points below the reference's and significant (Fisher, 95%); inconclusive when the "
+        f"trials cannot tell, or when the reference's rate is within {drop * 100:g} points of zero"
     )
     return "\n".join([title, tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True), tol])
