@@ -231,7 +231,7 @@ def test_a_missing_dataset_with_data_make_is_made_first(tmp_path, monkeypatch):
         "runs/ds: no dataset there yet; making it as data.make says: "
         "vlabench make-dataset --source synthetic --episodes 2 --seed 3 --image-size 32 --out runs/ds"
     )
-    assert lines[-1].startswith("wrote 2 episodes, ") and lines[-1].endswith(": runs/ds")
+    assert lines[-1].startswith("wrote 2 episodes, ") and lines[-1].endswith("waiting for the episodes): runs/ds")
     # the same dataset as the command makes
     made = LeRobotV3Dataset(tmp_path / "runs/ds", action_horizon=4)
     assert main(["make-dataset", "--source", "synthetic", "--episodes", "2", "--seed", "3", "--image-size", "32",

@@ -210,6 +210,24 @@ def test_files_roll_over_at_their_size_limit(tmp_path):
     )
 
 
+def test_progress_splits_the_time_between_writing_and_waiting_for_the_episodes(tmp_path):
+    """make-dataset says where its time went: a source that takes 0.2 s per episode shows as waiting."""
+    import time
+
+    from harness.data.writer import Progress
+
+    def slow_source():
+        for e, n in enumerate(LENGTHS[:3]):
+            time.sleep(0.2)
+            yield marked_episode(e, n)
+
+    seen: list[Progress] = []
+    write_dataset(tmp_path / "ds", slow_source(), fmt.libero_features(SIZE), progress=seen.append)
+    last = seen[-1]
+    assert [p.episodes for p in seen] == [1, 2, 3] and 0 < last.writing_s < last.elapsed_s
+    assert last.elapsed_s - last.writing_s >= 0.6  # the three sleeps
+
+
 @pytest.fixture
 def copy_of(written, tmp_path):
     shutil.copytree(written[0], tmp_path / "ds")

@@ -167,10 +167,10 @@ def _write(
     say = say or (lambda line: print(line, flush=True))
     if episodes is None:
         episodes = synthetic_episodes(count, seed=seed, image_size=image_size)
-    last_print = [0.0]
+    last_print, last = [0.0], [Progress(0, 0, 0.0)]
 
     def progress(p: Progress) -> None:
-        now = time.perf_counter()
+        now, last[0] = time.perf_counter(), p
         if p.episodes == count or now - last_print[0] >= 1.0:
             last_print[0] = now
             say(f"  {p.episodes}/{count} episodes, {p.frames} frames, {p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s")
@@ -180,8 +180,11 @@ def _write(
     info = write_dataset(
         out, episodes, libero_features(image_size), WriteSettings(fps=fps), overwrite=overwrite, progress=progress
     )
+    # where the time went: writing (encoding the videos, the files) or waiting for the episodes (their source)
+    p = last[0]
     say(
         f"wrote {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
-        f"in {time.perf_counter() - start:.1f} s: {out}"
+        f"in {time.perf_counter() - start:.1f} s ({p.writing_s:.1f} s writing, {p.elapsed_s - p.writing_s:.1f} s "
+        f"waiting for the episodes): {out}"
     )
     return info

@@ -282,6 +282,7 @@ class Progress:
     episodes: int
     frames: int
     elapsed_s: float
+    writing_s: float = 0.0  # of elapsed_s, in the writer (encoding, files); the rest waited for the episodes
 
 
 def write_dataset(
@@ -302,11 +303,14 @@ def write_dataset(
     tmp = Path(tempfile.mkdtemp(prefix=f"{root.name}.tmp-", dir=root.parent))
     writer = DatasetWriter(tmp, features, settings or WriteSettings())
     try:
-        start = time.perf_counter()
+        start, writing_s = time.perf_counter(), 0.0
         for ep in episodes:
+            added = time.perf_counter()
             writer.add(ep)
+            now = time.perf_counter()
+            writing_s += now - added
             if progress:
-                progress(Progress(len(writer.episodes), writer.total_frames, time.perf_counter() - start))
+                progress(Progress(len(writer.episodes), writer.total_frames, now - start, writing_s))
         info = writer.finish()
         if root.exists():
             check_target(root, overwrite)  # it may have changed while we wrote
