@@ -31,7 +31,7 @@
 #     CHECKPOINT=compile-per-layer to bring the policy back for the CPU (scripts/policy_openloop.py, vlabench eval).
 #     Its rotation noise (0.2, against the expert's own roll and pitch of about +-0.15) made the orientation wander
 #     far more than the policy's own errors do: the default is now 0.05 for the rotation, 0.2 for the position.
-#   - (2026-12-02, fourth run) GOAL_ONLY=1 GPU_TESTS=0: the demonstrations (4.5 min), the probe (1.5 min), the goal
+#   - (2026-12-02, fourth run) GOAL_ONLY=1 GPU_TESTS=0 (now PARTS=goal): the demonstrations (4.5 min), the probe (1.5 min), the goal
 #     (8.4 min of training, 4 min of evaluation) took 19 minutes of the call sequence set-up, start + collect 540 s,
 #     collect 555 s with CHECKPOINT, a short collect; the 9 minutes left went to the GR00T data-path comparison
 #     (scripts/isaac-gr00t-reference/run.sh in a call carrying .isaac, PYTHONPATH left to run.sh).
@@ -110,7 +110,11 @@ EOF
 }
 
 compare() {
-  local rungs=${COMPARE_RUNGS:-community,whole-step-graph,fp8} steps=${STEPS:-} extra=""
+  local rungs=${COMPARE_RUNGS:-} steps=${STEPS:-} extra=""
+  if [ -z "$rungs" ]; then  # the train block's
+    rungs=$(python3 -c "import sys, yaml; print(','.join(yaml.safe_load(open(sys.argv[1]))['train']['rungs']))" \
+      "$scenario") || return 1
+  fi
   if [ -z "$steps" ]; then
     [[ ",$PARTS," == *",sabotage,"* ]] && extra=$rung  # the sabotaged run's time counted too
     # shellcheck disable=SC2046,SC2086

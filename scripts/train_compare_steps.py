@@ -1,4 +1,4 @@
-"""The steps per rung that let scripts/h200-train-ladder.sh (COMPARE=1) train and evaluate its rungs identically
+"""The steps per rung that let scripts/h200-train-ladder.sh (PARTS=compare) train and evaluate its rungs identically
 before a deadline, from committed H200 speeds on the same data path: a rung's own training speed where the
 committed comparison trained it (results/h200/train-ladder-2026-12-02-compare), else its speed on synthetic batches
 (results/h200/pi05-libero-train-speed-graph.json) scaled by fused-adamw's ratio of the two. It only sets how long

@@ -35,7 +35,7 @@ def _verdicts(versus: dict | None) -> tuple[str, str, str]:
 def _gate_cell(checks: list[dict]) -> str:
     """Each suite's verdict with its change and test; its tasks' verdicts counted, the failed ones named."""
     tasks = [c for c in checks if "/" in c["subject"]]
-    cells = [f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})" for c in checks if c not in tasks]
+    cells = [f"{c['verdict']} ({c['change']}, {c['note'].split(':')[0]})" for c in checks if "/" not in c["subject"]]
     if tasks:
         counts = Counter(c["verdict"] for c in tasks)
         named = [f"{c['subject'].split('/')[-1]} {c['verdict']} {c['change']}" for c in tasks if c["verdict"] == "FAIL"]
