@@ -41,9 +41,15 @@ set -uo pipefail
 logs=${1:-/tmp/tl-logs}
 mkdir -p "$logs"
 export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-egl}
-# copied out of the carried folder first: a later device call that does not carry it again removes it there
-cp "${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}" /tmp/libero-assets.tar.xz || exit 1
-assets=/tmp/libero-assets.tar.xz
+step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
+# copied out of the carried folder first: a later device call that does not carry it again removes it there (an
+# archive there already, as a second job in the same machine finds it, is taken as it is)
+assets=${LOCAL_ASSETS:-/tmp/libero-assets.tar.xz}
+source_assets=${ASSETS:-.whl2/libero-assets-spatial-goal.tar.xz}
+if [ "$(realpath -m "$source_assets")" != "$(realpath -m "$assets")" ]; then
+  cp "$source_assets" "$assets" 2>> "$logs/steps.log" || { step "no LIBERO assets at $source_assets"; exit 1; }
+fi
+[ -f "$assets" ] || { step "no LIBERO assets at $assets"; exit 1; }
 # the job runs in a copy of the tree of its own (JOB_TREE, default /tmp/tl-tree; scripts/h200-train-collect.sh reads
 # it there): every device call copies the working tree over the repository again, and a process that imports at that
 # moment can fail (2026-12-02: an evaluation worker spawned as a call began died on "No module named
@@ -59,7 +65,6 @@ data=runs/datasets/libero-spatial-demos
 # the goal's training: decode, compile and steps in 8 minutes, with a margin: 480 overran by 0.5 min; 440 by 0.4 min
 # (2026-12-02, state in the prompt: the steps slowed from the probe's 2,032 samples/s to 1,640 in mid-run)
 budget_s=${BUDGET_S:-400}
-step() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$logs/steps.log"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv > "$logs/gpu.txt" 2>&1
 # the device's clocks, power and temperature every 5 s through the whole job (training also records its own, per step)
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu --format=csv -l 5 \
@@ -83,7 +88,8 @@ print(max(bf16, key=lambda r: r["samples_per_s"])["name"])
 EOF
 ) || exit 1
 fi
-ladder() { python3 -m harness train-ladder "$scenario" --target h200 --assets "$assets" "$@"; }
+# SEED: every rung's training seed (default the workload's); a compare with another seed goes to its own folder
+ladder() { python3 -m harness train-ladder "$scenario" --target h200 --assets "$assets" ${SEED:+--seed "$SEED"} "$@"; }
 
 goal() {
   step "goal rung: $rung"
@@ -121,19 +127,20 @@ compare() {
     steps=$(python3 scripts/train_compare_steps.py "${DEADLINE:?epoch seconds}" "${TRIALS:-10}" \
       "${MAX_STEPS:-4178}" $(echo "$rungs" | tr , ' ') $extra 2>> "$logs/steps.log") || return 1
   fi
-  step "compare: $rungs, $steps steps each, ${TRIALS:-10} trials per task"
-  ladder --rungs "$rungs" --steps "$steps" --trials "${TRIALS:-10}" --out runs/tl-compare > "$logs/compare.log" 2>&1
+  local out=runs/tl-compare${SEED:+-seed$SEED}
+  step "compare: $rungs, $steps steps each, ${TRIALS:-10} trials per task${SEED:+, seed $SEED} ($out)"
+  ladder --rungs "$rungs" --steps "$steps" --trials "${TRIALS:-10}" --out "$out" > "$logs/compare${SEED:+-seed$SEED}.log" 2>&1
 }
 
 sabotage() {
-  local baseline=${BASELINE:-runs/tl-compare/train-ladder.json} steps trials
+  local baseline=${BASELINE:-runs/tl-compare/train-ladder.json} steps trials seed
   [ -f "$baseline" ] || baseline=runs/tl/train-ladder.json
-  # the baseline's steps and trials: the gate compares runs trained and evaluated alike
-  read -r steps trials < <(python3 -c "import json, sys; t = json.load(open(sys.argv[1]))['train_ladder']; \
-print(t['steps'], t['eval']['trials'])" "$baseline" 2>/dev/null)
-  if [ -z "${trials:-}" ]; then step "sabotage: no baseline train-ladder at $baseline"; return 1; fi
-  step "sabotaged $rung: $steps steps, $trials trials per task, against $baseline"
-  VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time ladder --rungs "$rung" --steps "$steps" --trials "$trials" \
+  # the baseline's steps, trials and seed: the gate compares runs trained and evaluated alike
+  read -r steps trials seed < <(python3 -c "import json, sys; r = json.load(open(sys.argv[1])); \
+t = r['train_ladder']; print(t['steps'], t['eval']['trials'], r['workload'].get('seed', 0))" "$baseline" 2>/dev/null)
+  if [ -z "${seed:-}" ]; then step "sabotage: no baseline train-ladder at $baseline"; return 1; fi
+  step "sabotaged $rung: $steps steps, $trials trials per task, seed $seed, against $baseline"
+  VLABENCH_TEST_TRAIN_SABOTAGE=freeze-time SEED=$seed ladder --rungs "$rung" --steps "$steps" --trials "$trials" \
     --out runs/tl-sabotage > "$logs/sabotage.log" 2>&1
   python3 -m harness gate runs/tl-sabotage/train-ladder.json --baseline "$baseline" --rungs "$rung" \
     > "$logs/gate-sabotage.log" 2>&1

@@ -1,6 +1,6 @@
 """The steps per rung that let scripts/h200-train-ladder.sh (PARTS=compare) train and evaluate its rungs identically
-before a deadline, from committed H200 speeds on the same data path: a rung's own training speed where the
-committed comparison trained it (results/h200/train-ladder-2026-12-02-compare), else its speed on synthetic batches
+before a deadline, from committed H200 speeds on the same data path: a rung's own training speed where a committed
+comparison trained it (the newest of TRAINED first), else its speed on synthetic batches
 (results/h200/pi05-libero-train-speed-graph.json) scaled by fused-adamw's ratio of the two. It only sets how long
 the comparison trains: every speed reported comes from the rungs' own training.
 
@@ -14,32 +14,44 @@ import time
 from pathlib import Path
 
 RESULTS = Path("results/h200")
-TRAINED = RESULTS / "train-ladder-2026-12-02-compare"  # {rung}-train.json: the memory loader, prepared rows
+# {rung}-train.json of the comparisons (the memory loader, prepared rows), the newest first
+TRAINED = (RESULTS / "train-ladder-2026-12-02-compare-2554", RESULTS / "train-ladder-2026-12-02-compare")
 SYNTHETIC = RESULTS / "pi05-libero-train-speed-graph.json"  # fused-adamw and whole-step-graph in one run
 MIN_STEPS = 300  # fewer teach the small policy nothing worth comparing
 TASKS = 10  # libero_spatial
-EVAL_S_PER_TRIAL = 1.25  # 100 trials took 121-131 s with 16 workers (the committed comparison), start included
-# per rung, outside its steps: frames decoded (23-25 s), rows prepared (4-7 s), built (33 s), checkpoints
-OVERHEAD_S = {"community": 65}
-OVERHEAD_OTHER_S = 80
+# 100 trials took 68-75 s with 16 workers and the policy's host threads limited (train-ladder-2026-12-02-compare-2554;
+# 121-131 s before), plus the evaluation's start
+EVAL_S_PER_TRIAL = 0.85
+# per rung, outside its steps and its evaluation: frames decoded (20-23 s), rows prepared (4 s), built (25-33 s),
+# checkpoints; 41-59 s in the 2,554-step comparison
+OVERHEAD_S = {"community": 60}
+OVERHEAD_OTHER_S = 70
 MARGIN_S = 150  # packing the results and the last collecting call
 SLOWDOWN = 0.92  # the steps' median overstates a run's pace (2,567 samples/s in a run probed at 3,051)
 
 
+def trained_speed(rung: str) -> float | None:
+    """The rung's samples/s in the newest committed comparison that trained it."""
+    for folder in TRAINED:
+        path = folder / f"{rung}-train.json"
+        if path.exists():
+            return json.loads(path.read_text())["train"]["samples_per_s"]
+    return None
+
+
 def samples_per_s(rung: str) -> float:
-    trained = TRAINED / f"{rung}-train.json"
-    if trained.exists():
-        return json.loads(trained.read_text())["train"]["samples_per_s"]
+    trained = trained_speed(rung)
+    if trained is not None:
+        return trained
     synthetic = {r["name"]: r["samples_per_s"] for r in json.loads(SYNTHETIC.read_text())["rungs"]}
     if rung not in synthetic:
-        sys.exit(f"{rung}: no committed speed in {TRAINED} or {SYNTHETIC}: give STEPS")
-    fused = json.loads((TRAINED / "fused-adamw-train.json").read_text())["train"]["samples_per_s"]
-    return synthetic[rung] * fused / synthetic["fused-adamw"]
+        sys.exit(f"{rung}: no committed speed in {', '.join(map(str, TRAINED))} or {SYNTHETIC}: give STEPS")
+    return synthetic[rung] * trained_speed("fused-adamw") / synthetic["fused-adamw"]
 
 
 def main() -> None:
     deadline, trials, max_steps, rungs = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-    batch = json.loads((TRAINED / "community-train.json").read_text())["train"]["batch_per_step"]
+    batch = json.loads((TRAINED[0] / "community-train.json").read_text())["train"]["batch_per_step"]
     per_step = {rung: batch / samples_per_s(rung) for rung in set(rungs)}
     fixed = sum(OVERHEAD_S.get(r, OVERHEAD_OTHER_S) + trials * TASKS * EVAL_S_PER_TRIAL for r in rungs) + MARGIN_S
     left = deadline - time.time() - fixed

@@ -65,12 +65,21 @@ def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypa
 
     script = load("train_compare_steps")
     monkeypatch.chdir(ROOT)
-    trained = json.loads((script.TRAINED / "community-train.json").read_text())["train"]["samples_per_s"]
-    assert script.samples_per_s("community") == trained
-    synthetic = {r["name"]: r["samples_per_s"] for r in json.loads(script.SYNTHETIC.read_text())["rungs"]}
-    fused = json.loads((script.TRAINED / "fused-adamw-train.json").read_text())["train"]["samples_per_s"]
+    newest = script.TRAINED[0]
+    trained = json.loads((newest / "community-train.json").read_text())["train"]["samples_per_s"]
+    assert script.samples_per_s("community") == trained  # the newest comparison's
     graph = script.samples_per_s("whole-step-graph")
-    assert abs(graph - synthetic["whole-step-graph"] * fused / synthetic["fused-adamw"]) < 1e-6
+    assert graph == json.loads((newest / "whole-step-graph-train.json").read_text())["train"]["samples_per_s"]
+    # a rung no comparison trained: its synthetic speed, scaled by fused-adamw's trained/synthetic ratio
+    synthetic = {r["name"]: r["samples_per_s"] for r in json.loads(script.SYNTHETIC.read_text())["rungs"]}
+    assert not (newest / "fused-adamw-train.json").exists()
+    fused = json.loads((script.TRAINED[1] / "fused-adamw-train.json").read_text())["train"]["samples_per_s"]
+    assert script.samples_per_s("fused-adamw") == fused
+    monkeypatch.setattr(script, "TRAINED", script.TRAINED[1:])  # the older comparison, without whole-step-graph
+    estimated = script.samples_per_s("whole-step-graph")
+    assert abs(estimated - synthetic["whole-step-graph"] * fused / synthetic["fused-adamw"]) < 1e-6
+    monkeypatch.undo()
+    monkeypatch.chdir(ROOT)
     monkeypatch.setattr(script.time, "time", lambda: 1000.0)
     rungs = ["community", "whole-step-graph"]
     evals = 2 * 10 * script.TASKS * script.EVAL_S_PER_TRIAL
@@ -86,3 +95,52 @@ def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypa
     monkeypatch.setattr("sys.argv", ["x", str(1000.0 + fixed + 10), "10", "99999", *rungs])
     with pytest.raises(SystemExit, match="steps fit before the deadline"):
         script.main()
+
+
+def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with_its_seed(tmp_path):
+    """scripts/h200-train-ladder.sh with `python3 -m harness` recorded instead of run: the sabotaged rung trains at
+    the baseline's steps, trials and seed; a compare with SEED goes to its own folder; an assets archive that is
+    already where the job keeps it (a second job on the same machine) is taken, a missing one is said in steps.log."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    work, bin_dir, tree, logs = tmp_path / "work", tmp_path / "bin", tmp_path / "tree", tmp_path / "logs"
+    (work / "scenarios").mkdir(parents=True)
+    shutil.copy(ROOT / "scenarios" / "pi05-libero-train.yaml", work / "scenarios")
+    baseline = work / "baseline.json"
+    baseline.write_text(json.dumps({"workload": {"seed": 3}, "train_ladder": {"steps": 2554, "eval": {"trials": 10}}}))
+    calls = tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1" = -m ] && [ "$2" = harness ]; then\n'
+        '  echo "${VLABENCH_TEST_TRAIN_SABOTAGE:-clean} $*" >> "$CALLS"; exit 0\n'
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    (bin_dir / "python3").chmod(0o755)
+    assets = tmp_path / "assets.tar.xz"
+    assets.write_bytes(b"x")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), "JOB_TREE": str(tree),
+           "LOCAL_ASSETS": str(assets), "ASSETS": str(assets), "BASELINE": str(baseline), "SEED": "1",
+           "PARTS": "sabotage,compare", "STEPS": "300", "COMPARE_RUNGS": "community,fp8"}  # fmt: skip
+    script = ROOT / "scripts" / "h200-train-ladder.sh"
+    run = subprocess.run(["bash", str(script), str(logs)], cwd=work, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    demonstrations, sabotage, gate, compare = calls.read_text().splitlines()
+    assert "make-dataset --source libero" in demonstrations and f"--assets {assets} " in demonstrations
+    assert sabotage.startswith("freeze-time -m harness train-ladder scenarios/pi05-libero-train.yaml")
+    assert "--seed 3 --rungs whole-step-graph --steps 2554 --trials 10 --out runs/tl-sabotage" in sabotage
+    assert compare.startswith("clean ") and "--seed 1 --rungs community,fp8 --steps 300" in compare
+    assert "--out runs/tl-compare-seed1" in compare
+    assert (
+        gate
+        == f"clean -m harness gate runs/tl-sabotage/train-ladder.json --baseline {baseline} --rungs whole-step-graph"
+    )
+    assert (logs / "steps.log").read_text().rstrip().endswith("done")
+    env["ASSETS"] = str(tmp_path / "missing.tar.xz")
+    run = subprocess.run(["bash", str(script), str(tmp_path / "logs2")], cwd=work, env=env, capture_output=True)
+    assert run.returncode == 1 and "no LIBERO assets at" in (tmp_path / "logs2" / "steps.log").read_text()

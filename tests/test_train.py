@@ -187,3 +187,17 @@ def test_fine_tuning_starts_from_a_saved_tiny_checkpoint_and_the_evaluation_load
     assert max((before[k].float() - after[k].float()).abs().max().item() for k in before) < 1e-6
     policy = make_policy("pi05", str(tuned / "checkpoints" / "step-00000003"), device="cpu", dtype="fp32", seed=0)
     assert policy.describe()["model_size"] == "tiny"
+
+
+def test_the_seed_sets_the_training_draws_and_is_recorded(scenario, dataset, tmp_path):
+    """--seed replaces the workload's seed: another seed trains other steps (weights, order, draws), the same seed
+    the same ones, and the result records the seed it trained with."""
+    from harness.results import load_result
+
+    runs = {name: tmp_path / name for name in ("default", "zero", "one")}
+    assert train(scenario, dataset, runs["default"], 3) == 0
+    assert train(scenario, dataset, runs["zero"], 3, "--seed", "0") == 0
+    assert train(scenario, dataset, runs["one"], 3, "--seed", "1") == 0
+    assert losses(runs["default"]) == losses(runs["zero"])
+    assert all(a != b for a, b in zip(losses(runs["zero"]), losses(runs["one"]), strict=True))
+    assert load_result(runs["one"] / "train.json")["workload"]["seed"] == 1

@@ -54,6 +54,9 @@ def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatc
     assert main(_smoke(out, "--rungs", "community", "--resume")) == 0
     assert "community: done already" in capsys.readouterr().out
     assert (out / "community" / "train.json").stat().st_mtime == mtime  # not trained again
+    assert result["workload"]["seed"] == 0  # the workload's: no --seed
+    assert main(_smoke(out, "--rungs", "community", "--resume", "--seed", "1")) == 2  # trained with seed 0
+    assert "workload.seed: expected the seed of --seed (1), got 0" in capsys.readouterr().err
 
 
 def _rung(name: str, successes: int, trials: int, losses: list[float], sabotaged: bool = False) -> dict:

@@ -36,6 +36,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--prepared-rows", action="store_true", help="with --loader memory: every row's fields and "
                    "prompt tokens prepared once, not per batch (the loader option prepared_rows, docs/data.md)")  # fmt: skip
     p.add_argument("--log-every", type=int, metavar="N", help="a progress line every N steps (default: steps/20)")
+    p.add_argument("--seed", type=int, metavar="N", help="the training's seed: initial weights, sample order, the "
+                   "steps' noise and time draws (default: the workload's seed)")  # fmt: skip
     p.add_argument("--peak-lr", type=float, default=r.peak_lr, help=f"default {r.peak_lr:g} (openpi pi05_libero)")
     p.add_argument("--warmup-steps", type=int, default=r.warmup_steps, help=f"default {r.warmup_steps} (openpi)")
     p.add_argument("--decay-steps", type=int, default=r.decay_steps, help=f"default {r.decay_steps} (openpi)")
@@ -92,6 +94,7 @@ def plan_from_args(args):
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
     at_least("--grad-accum", args.grad_accum, 1, "a positive number of micro-batches")
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
+    at_least("--seed", args.seed, 0, "a non-negative seed")
     if args.prepared_rows and args.loader != "memory":
         raise InputError("--prepared-rows", None, "--loader memory beside it", f"--loader {args.loader or 'unset'}")
     recipe = _recipe(args)
@@ -124,6 +127,7 @@ def plan_from_args(args):
         workers=args.workers,
         loader=_loader_flags(args),
         log_every=args.log_every,
+        seed=args.seed,
     )
 
 

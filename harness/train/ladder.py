@@ -73,6 +73,7 @@ class LadderPlan:
     device: str | None = None
     max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol
     workers: int | None = None  # DataLoader workers of every rung (the block's, or --workers)
+    seed: int = 0  # every rung's training seed (the workload's, or --seed)
 
 
 def train_block(scenario) -> TrainBlock:

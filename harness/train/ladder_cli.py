@@ -26,6 +26,9 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--device", help="policy device in the evaluation (default cuda if available, else cpu)")
     p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
     p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers of every rung (default: train.workers)")
+    p.add_argument("--seed", type=int, metavar="N", help="every rung's training seed (initial weights, sample order, "
+                   "the steps' draws; default: the workload's): a repeat of the ladder with another seed measures how "
+                   "far training runs alone spread in success (the evaluation's initial states stay the same)")  # fmt: skip
 
 
 def _eval_settings(scenario, args) -> dict:
@@ -80,6 +83,7 @@ def plan_from_args(args) -> LadderPlan:
         at_least(flag, value, 1, "a positive number")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
+    at_least("--seed", args.seed, 0, "a non-negative seed")
     scenario = load_scenario(args.scenario)
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
@@ -107,6 +111,7 @@ def plan_from_args(args) -> LadderPlan:
         device=args.device,
         max_steps=args.max_steps,
         workers=args.workers if args.workers is not None else block.workers,
+        seed=args.seed if args.seed is not None else scenario.workload_for(target.name).seed,
     )
 
 

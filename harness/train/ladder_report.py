@@ -82,7 +82,7 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     recipe = ladder.get("recipe") or {}
     title = (
         f"{result['scenario']['name']} on {result['target']['name']}: {w.get('model_size')} model trained "
-        f"{ladder['steps']} steps of batch {w.get('batch_size')} ({w.get('dtype')}, lr {recipe.get('peak_lr')}, "
+        f"{ladder['steps']} steps of batch {w.get('batch_size')} ({w.get('dtype')}, seed {w.get('seed')}, lr {recipe.get('peak_lr')}, "
         f"{recipe.get('warmup_steps')} warm-up steps, cosine to {recipe.get('decay_lr')}) per rung; evaluated on "
         f"{', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task; against {ladder['reference']}"
     )
@@ -98,6 +98,8 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     tol = (
         f"convergence: smoothed final loss within {conv:.0%} of the reference's; success gate: FAIL when more "
         f"than {drop * 100:g} points below the reference's and significant (Fisher, 95%); inconclusive when the "
-        f"trials cannot tell, or when the reference's rate is within {drop * 100:g} points of zero"
+        f"trials cannot tell, or when the reference's rate is within {drop * 100:g} points of zero; each rung is "
+        "one training run: the test counts the evaluation's trials, not how far training runs of other seeds spread "
+        "(a repeat with --seed measures that)"
     )
     return "\n".join([title, tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True), tol])

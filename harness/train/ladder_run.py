@@ -46,6 +46,7 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
         loader=plan.block.loader,
         tokenizer=plan.block.tokenizer,
         keep=1,
+        seed=plan.seed,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )
     return train(tplan, command)
@@ -132,7 +133,7 @@ def _header(plan: LadderPlan, command: list[str]) -> dict:
         "scenario": {"name": s.name, "path": s.path, "sha256": s.sha256, "source": s.source},
         "target": {"name": t.name, "backend": t.backend},
         "provenance": {**provenance(command), "run_id": uuid.uuid4().hex[:12]},
-        "workload": {"model": s.model, **workload},
+        "workload": {"model": s.model, **workload, "seed": plan.seed},
         "rungs": [],  # the rungs' records are under train_ladder: `compare` and the speed gate skip this file
     }
 
@@ -147,6 +148,10 @@ def _earlier(plan: LadderPlan) -> dict[str, dict]:
         raise InputError(str(path), "kind", "a train-ladder result to continue", repr(old.get("kind")))
     if old["scenario"].get("sha256") != plan.scenario.sha256:
         raise InputError(str(path), "scenario.sha256", f"a run of {plan.scenario.path} as it is now", "another version")
+    if old["workload"].get("seed", 0) != plan.seed:
+        raise InputError(
+            str(path), "workload.seed", f"the seed of --seed ({plan.seed})", str(old["workload"].get("seed"))
+        )
     return {r["name"]: r for r in old["train_ladder"]["rungs"]}
 
 

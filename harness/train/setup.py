@@ -46,6 +46,7 @@ class TrainPlan:
     workers: int | None = None  # DataLoader workers; default: the rung's loader option
     loader: dict | None = None  # loader options over the rung's (a train-ladder's, the same for every rung)
     log_every: int | None = None
+    seed: int | None = None  # the training's seed (weights, sample order, the steps' draws); default: the workload's
 
 
 def resolve_tokenizer(plan: TrainPlan, family: ModelFamily, size: str) -> str:
@@ -103,7 +104,8 @@ def train_spec(plan: TrainPlan) -> tuple[RungSpec, dict]:
     loader.update(plan.loader or {})
     if plan.workers is not None:
         loader["workers"] = plan.workers
-    workload = dataclasses.replace(spec.workload, data=data)
+    seed = spec.workload.seed if plan.seed is None else plan.seed
+    workload = dataclasses.replace(spec.workload, data=data, seed=seed)
     return dataclasses.replace(spec, workload=workload, loader=loader, rung=plan.rung), substituted
 
 
