@@ -258,6 +258,13 @@ def test_make_dataset_out_under_a_file_is_one_line(tmp_path, capsys):
     assert err.endswith(f"--out: expected a path under a directory, got {blocker} is a file")
 
 
+def test_make_dataset_refuses_a_negative_encoder_count_in_one_line(tmp_path, capsys):
+    args = ["make-dataset", "--source", "synthetic", "--episodes", "1", "--image-size", "16", "--encoders", "-1"]
+    err = one_line_error(capsys, [*args, "--out", tmp_path / "data"])
+    assert err == "vlabench: error: --encoders: expected a non-negative number of processes, got -1"
+    assert not (tmp_path / "data").exists()
+
+
 # ----------------------------------------------------------------------------- duplicate YAML keys
 
 

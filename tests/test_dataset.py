@@ -228,6 +228,28 @@ def test_progress_splits_the_time_between_writing_and_waiting_for_the_episodes(t
     assert last.elapsed_s - last.writing_s >= 0.6  # the three sleeps
 
 
+def test_encoder_processes_write_the_same_dataset_and_refuse_bad_episodes_at_once(tmp_path):
+    """--encoders: the videos encoded in processes of their own while the episodes arrive, appended in the
+    source's order: every file the same bytes as the writer's own encoding. A bad episode fails in one line, with
+    nothing left behind."""
+    episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]
+    write_dataset(tmp_path / "inline", iter(episodes), fmt.libero_features(SIZE))
+    episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]  # the writer let go of the frames it sent
+    write_dataset(tmp_path / "pool", iter(episodes), fmt.libero_features(SIZE), encoders=2)
+    files = sorted(p.relative_to(tmp_path / "inline") for p in (tmp_path / "inline").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "pool") for p in (tmp_path / "pool").rglob("*") if p.is_file())
+    assert any(f.suffix == ".mp4" for f in files)
+    for f in files:
+        assert (tmp_path / "inline" / f).read_bytes() == (tmp_path / "pool" / f).read_bytes(), f
+    bad = marked_episode(2, 5)
+    bad.frames[fmt.LIBERO_CAMERAS[1]] = bad.frames[fmt.LIBERO_CAMERAS[1]][:4]
+    with pytest.raises(DatasetError) as excinfo:
+        write_dataset(tmp_path / "bad", iter([marked_episode(0, 5), marked_episode(1, 6), bad]),
+                      fmt.libero_features(SIZE), encoders=2)  # fmt: skip
+    assert one_line_error(excinfo, "episode 2: observation.images.wrist_image: expected 5 frames (one per state)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inline", "pool"]  # nothing left of the bad one
+
+
 @pytest.fixture
 def copy_of(written, tmp_path):
     shutil.copytree(written[0], tmp_path / "ds")

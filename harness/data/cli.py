@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -49,6 +50,9 @@ def add_make_dataset_arguments(p) -> None:
         "Two values: the position's deviation, then the rotation's",
     )
     p.add_argument("--assets", help="libero: LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
+    p.add_argument("--encoders", type=int, metavar="N", help="processes that encode the videos while the episodes "
+                   "arrive (default: a quarter of the CPU cores for libero, whose env workers take the rest; 0 for "
+                   "synthetic: encoded in the writer's process)")  # fmt: skip
 
 
 def _check_args(args) -> None:
@@ -57,6 +61,10 @@ def _check_args(args) -> None:
     if args.source == "libero" and args.image_size != 256:
         raise DatasetError("--image-size", None, "256 for libero (the cameras render 256x256)", str(args.image_size))
     _check_sizes(args.episodes, args.fps, args.image_size)
+    if args.encoders is not None and args.encoders < 0:
+        raise DatasetError("--encoders", None, "a non-negative number of processes", str(args.encoders))
+    if args.encoders is None:
+        args.encoders = (os.cpu_count() or 1) // 4 if args.source == "libero" else 0
     args.action_noise = _noise_deviations(args.action_noise, args.source)
     if args.first_trial < 0 or (args.first_trial and args.source != "libero"):
         raise DatasetError(
@@ -113,7 +121,8 @@ def cmd_make_dataset(args) -> int:
     else:
         episodes = None
     try:
-        _write(args.out, args.source, args.episodes, args.fps, args.image_size, args.seed, args.overwrite, episodes)
+        _write(args.out, args.source, args.episodes, args.fps, args.image_size, args.seed, args.overwrite, episodes,
+               encoders=args.encoders)  # fmt: skip
     except KeyboardInterrupt:
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
         return 130
@@ -157,6 +166,7 @@ def _write(
     overwrite: bool,
     episodes: Iterable | None = None,
     say: Callable[[str], None] | None = None,
+    encoders: int = 0,
 ) -> dict:
     """Write `count` episodes (the synthetic ones of `seed` unless `episodes` is given) to `out`, atomically,
     printing progress about once a second; returns the dataset's info.json content."""
@@ -175,10 +185,17 @@ def _write(
             last_print[0] = now
             say(f"  {p.episodes}/{count} episodes, {p.frames} frames, {p.frames / max(p.elapsed_s, 1e-9):.0f} frames/s")
 
-    say(f"writing {count} {source} episodes ({image_size}x{image_size}, {fps} fps) to {out}")
+    coders = f", {encoders} encoder processes" if encoders else ""
+    say(f"writing {count} {source} episodes ({image_size}x{image_size}, {fps} fps{coders}) to {out}")
     start = time.perf_counter()
     info = write_dataset(
-        out, episodes, libero_features(image_size), WriteSettings(fps=fps), overwrite=overwrite, progress=progress
+        out,
+        episodes,
+        libero_features(image_size),
+        WriteSettings(fps=fps),
+        overwrite=overwrite,
+        progress=progress,
+        encoders=encoders,
     )
     # where the time went: writing (encoding the videos, the files) or waiting for the episodes (their source)
     p = last[0]

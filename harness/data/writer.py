@@ -2,17 +2,22 @@
 
 A source is an iterable of `Episode`s (frames per camera, state, action, task); the writer knows nothing of
 where they come from. `write_dataset` builds the dataset in a sibling folder `DIR.tmp-XXXX` and renames it
-into place only once complete, so an interrupted run never leaves a DIR that looks like a dataset.
+into place only once complete, so an interrupted run never leaves a DIR that looks like a dataset. Encoding an
+episode's videos (and their image stats) is most of the writing: with `encoders`, processes of their own do it
+for the next episodes while the writer appends the last one's, in the source's order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +55,30 @@ class WriteSettings:
     video_files_size_in_mb: float = fmt.VIDEO_FILES_SIZE_IN_MB
 
 
-def _check_episode(ep: Episode, n: int, features: dict) -> int:
-    """The episode's length, after checking it against the features; one-line errors name the episode."""
+@dataclass
+class EncodedCamera:
+    """One camera's frames of an episode as the writer stores them: the MP4 and the frames' image stats."""
+
+    mp4: bytes
+    stats: dict[str, np.ndarray]
+    height: int
+    width: int
+
+
+def encode_cameras(frames: dict[str, Any], fps: int, encoding: fmt.VideoEncoding) -> dict[str, EncodedCamera]:
+    """Each camera's frames encoded and summed up: the bulk of an episode's writing, done in an encoder process
+    when `write_dataset` has them (the encode is deterministic: the same bytes wherever it runs)."""
+    out = {}
+    for key, values in frames.items():
+        height, width = np.asarray(values[0]).shape[:2]
+        mp4 = encode_episode(values, fps, encoding)
+        out[key] = EncodedCamera(mp4, stats_lib.image_stats(values), int(height), int(width))
+    return out
+
+
+def _check_episode(ep: Episode, n: int, features: dict, check_frames: bool = True) -> int:
+    """The episode's length, after checking it against the features (its frames too unless `check_frames` is False:
+    they were checked before they went to an encoder); one-line errors name the episode."""
     where = f"episode {n}"
     if not isinstance(ep.task, str) or not ep.task.strip():
         raise DatasetError(where, "task", "a non-empty task string", repr(ep.task))
@@ -65,7 +92,7 @@ def _check_episode(ep: Episode, n: int, features: dict) -> int:
             raise DatasetError(
                 where, key, f"finite floats of shape {list(want)}", f"{array.dtype} of shape {list(array.shape)}"
             )
-    for key in fmt.video_keys(features):
+    for key in fmt.video_keys(features) if check_frames else ():
         frames = ep.frames.get(key)
         if frames is None:
             raise DatasetError(where, key, "frames of this camera", "none")
@@ -97,10 +124,13 @@ class DatasetWriter:
         self._videos: dict[str, tuple[VideoFileWriter, int, int]] = {}
         self._video_info: dict[str, dict] = {}
 
-    def add(self, ep: Episode) -> int:
-        """Write one episode; returns its number of frames."""
+    def add(self, ep: Episode, encoded: dict[str, EncodedCamera] | None = None) -> int:
+        """Write one episode (its cameras `encoded` already, or encoded here); returns its number of frames."""
         n = len(self.episodes)
-        length = _check_episode(ep, n, self.features)
+        length = _check_episode(ep, n, self.features, check_frames=encoded is None)
+        if encoded is None:
+            encoded = encode_cameras({key: ep.frames[key] for key in self.cameras}, self.settings.fps,
+                                     self.settings.encoding)  # fmt: skip
         task_index = self.tasks.setdefault(ep.task, len(self.tasks))
         frame_index = np.arange(length, dtype=np.int64)
         columns = {
@@ -115,8 +145,8 @@ class DatasetWriter:
         row = {"episode_index": n, "tasks": [ep.task], "length": length}
         row.update(self._write_data(columns))
         for key in self.cameras:
-            row.update(self._write_video(key, ep.frames[key]))
-        ep_stats = {key: stats_lib.image_stats(ep.frames[key]) for key in self.cameras}
+            row.update(self._write_video(key, encoded[key]))
+        ep_stats = {key: encoded[key].stats for key in self.cameras}
         ep_stats.update({key: stats_lib.vector_stats(values) for key, values in columns.items()})
         ep_stats = {key: ep_stats[key] for key in self.features if key in ep_stats} | {
             key: ep_stats[key] for key in fmt.INDEX_FEATURES
@@ -160,9 +190,9 @@ class DatasetWriter:
             "dataset_to_index": self.total_frames + length,
         }
 
-    def _write_video(self, key: str, frames) -> dict:
-        """Encode the camera's frames and append them to its current MP4, or to the next past the size limit."""
-        mp4 = encode_episode(frames, self.settings.fps, self.settings.encoding)
+    def _write_video(self, key: str, camera: EncodedCamera) -> dict:
+        """Append the camera's encoded episode to its current MP4, or to the next past the size limit."""
+        mp4 = camera.mp4
         chunk, file = 0, 0
         if key in self._videos:
             writer, chunk, file = self._videos[key]
@@ -176,8 +206,8 @@ class DatasetWriter:
         writer, chunk, file = self._videos[key]
         start, end = writer.append(mp4)
         if key not in self._video_info:
-            height, width = np.asarray(frames[0]).shape[:2]
-            self._video_info[key] = fmt.video_info(height, width, self.settings.fps, self.settings.encoding)
+            self._video_info[key] = fmt.video_info(camera.height, camera.width, self.settings.fps,
+                                                   self.settings.encoding)  # fmt: skip
         return {
             f"videos/{key}/chunk_index": chunk,
             f"videos/{key}/file_index": file,
@@ -285,6 +315,44 @@ class Progress:
     writing_s: float = 0.0  # of elapsed_s, in the writer (encoding, files); the rest waited for the episodes
 
 
+def _encoded_in_order(
+    episodes: Iterable[Episode], writer: DatasetWriter, encoders: int, waited: list[float]
+) -> Iterator[tuple[Episode, dict[str, EncodedCamera] | None]]:
+    """The source's episodes in its order, each with its cameras encoded by a pool of `encoders` processes (None
+    without encoders: the writer encodes them). At most encoders + 1 episodes wait in the pool, so memory stays
+    bounded; `waited[0]` sums the time spent waiting for the source."""
+    source = iter(episodes)
+
+    def next_episode() -> Episode | None:
+        began = time.perf_counter()
+        ep = next(source, None)
+        waited[0] += time.perf_counter() - began
+        return ep
+
+    if encoders < 1:
+        while (ep := next_episode()) is not None:
+            yield ep, None
+        return
+    s = writer.settings
+    # spawned, not forked: the source may run threads (the LIBERO rollouts), which a fork would copy mid-stride
+    pool = ProcessPoolExecutor(encoders, mp_context=multiprocessing.get_context("spawn"))
+    pending: deque[tuple[Episode, Future]] = deque()
+    try:
+        while (ep := next_episode()) is not None:
+            _check_episode(ep, len(writer.episodes) + len(pending), writer.features)  # bad input fails here, at once
+            frames = {key: ep.frames[key] for key in writer.cameras}
+            pending.append((ep, pool.submit(encode_cameras, frames, s.fps, s.encoding)))
+            ep.frames = {}  # the pool has its copy
+            while len(pending) > encoders:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def write_dataset(
     root: Path,
     episodes: Iterable[Episode],
@@ -292,8 +360,10 @@ def write_dataset(
     settings: WriteSettings | None = None,
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
+    encoders: int = 0,
 ) -> dict:
-    """Write `episodes` as a dataset at `root`, atomically; returns its info.json content.
+    """Write `episodes` as a dataset at `root`, atomically; returns its info.json content. With `encoders`, that
+    many processes encode the videos while the episodes arrive (the dataset is the same).
 
     An existing `root` is refused unless `overwrite`, and even then only if it is a dataset or empty, so a
     mistyped path cannot delete someone's folder."""
@@ -303,14 +373,12 @@ def write_dataset(
     tmp = Path(tempfile.mkdtemp(prefix=f"{root.name}.tmp-", dir=root.parent))
     writer = DatasetWriter(tmp, features, settings or WriteSettings())
     try:
-        start, writing_s = time.perf_counter(), 0.0
-        for ep in episodes:
-            added = time.perf_counter()
-            writer.add(ep)
-            now = time.perf_counter()
-            writing_s += now - added
+        start, waited = time.perf_counter(), [0.0]
+        for ep, encoded in _encoded_in_order(episodes, writer, encoders, waited):
+            writer.add(ep, encoded)
             if progress:
-                progress(Progress(len(writer.episodes), writer.total_frames, now - start, writing_s))
+                elapsed = time.perf_counter() - start
+                progress(Progress(len(writer.episodes), writer.total_frames, elapsed, elapsed - waited[0]))
         info = writer.finish()
         if root.exists():
             check_target(root, overwrite)  # it may have changed while we wrote
