@@ -10,9 +10,11 @@
 #             each or the most that fit before DEADLINE (epoch seconds), at most MAX_STEPS (default 4,178, the
 #             goal's of 2026-12-02), from the committed speeds (scripts/train_compare_steps.py), TRIALS (default
 #             10) per task (runs/tl-compare/train-ladder.json);
-#   sabotage  the test sabotage on RUNG (runs/tl-sabotage), at BASELINE's steps and trials, gated against BASELINE
-#             (default the compare's, else the goal's train-ladder; a committed result names an earlier session's);
+#   sabotage  the test sabotage on RUNG (runs/tl-sabotage), at BASELINE's steps, trials and seed, gated against
+#             BASELINE (default the compare's, else the goal's train-ladder; a committed result names an earlier
+#             session's);
 #   gpu-tests the GPU-only tests of the CUDA-graph code, unless DEADLINE (if given) leaves less than 150 s.
+# SEED (default the workload's) trains the goal's and the compare's rungs with that seed (runs/tl-compare-seedN).
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage (as a detached job, so that it outlives one device call): scripts/h200-train-ladder.sh LOGDIR;
 # scripts/h200-train-collect.sh packs what it wrote into $OUT. Start it with VLABENCH_GIT_SHA=<the commit sent>
@@ -35,6 +37,9 @@
 #     (8.4 min of training, 4 min of evaluation) took 19 minutes of the call sequence set-up, start + collect 540 s,
 #     collect 555 s with CHECKPOINT, a short collect; the 9 minutes left went to the GR00T data-path comparison
 #     (scripts/isaac-gr00t-reference/run.sh in a call carrying .isaac, PYTHONPATH left to run.sh).
+#   - (2026-12-02, seventh run) a second job in the same machine (cd /tmp/tl-tree, its own LOGDIR: steps.log of the
+#     first says done) finds the assets archive in place; ASSETS pointing at it made `cp` refuse and the job exit
+#     before its first line (400 s of device time lost): an archive in place is now taken as it is.
 # Needs the wheels of `TRAIN=1 scripts/fetch-sim-wheels.sh` (.whl, .gl, then .whl2), installed in /tmp/site by
 # scripts/device-setup.sh (VLABENCH_PREPARED=1 here), and the LIBERO assets archive in $ASSETS (default: .whl2's).
 set -uo pipefail

@@ -88,9 +88,8 @@ def test_generated_pages_hold_the_comparison_the_headline_and_the_figure():
     assert f"({figure.as_posix()})" in top and f"From `{path}`" in top and "(docs/results.md)" in top
     fp8 = rung(headline, "fp8")
     assert float(table_row(top, "fp8")[2].split()[0]) == round(fp8["samples_per_s"], 2)
-    assert (
-        "| covers " not in top and top.count("From `") == 1
-    )  # the headline only, its verdicts without the full comparison
+    # the headline and the newest comparison of trained rungs only, the verdicts without the full comparison
+    assert "| covers " not in top and top.count("From `") == 2
     assert not readme.update_readme(ROOT, check=True), "run `vlabench readme`"
 
 
@@ -136,6 +135,31 @@ def test_readme_sets_measured_success_rates_beside_the_published_ones():
     assert next(line for line in lines if line.startswith("| libero_10 |")) == "| libero_10 | - | 97% | 96% |"
     top = generated((ROOT / "README.md").read_text(), readme.HEADLINE_BEGIN, readme.HEADLINE_END)
     assert "500/500 = 100.0%" in top and "--checkpoint PATH" in top  # the committed expert on the front page
+
+
+def test_readme_shows_the_newest_comparison_of_trained_rungs():
+    """The headline's trained section: the newest train-ladder that trained two rungs or more (a single goal run
+    compares nothing), its table with the success gate's verdicts and its provenance; docs/results.md has them all."""
+    import copy
+
+    committed = readme._trained(ROOT)
+    assert any("train-ladder-2026-12-02-compare-2554" in path for path, _ in committed)
+    path, newest = readme.newest_comparison(committed)
+    assert sum(r["status"] == "ok" for r in newest["train_ladder"]["rungs"]) >= 2
+    later = copy.deepcopy(newest)
+    later["provenance"]["created_at"] = "2999-01-01T00:00:00Z"
+    alone = copy.deepcopy(later)
+    alone["train_ladder"]["rungs"] = alone["train_ladder"]["rungs"][:1]  # a goal run: one rung
+    assert readme.newest_comparison([(path, newest), ("goal.json", alone)])[0] == path
+    lines = readme.trained_block([(path, newest), ("later.json", later)])
+    assert lines[-1].startswith("From `later.json`: `vlabench train-ladder ")
+    table = "\n".join(lines)
+    assert "success gate" in table and "reference" in table and "one training run" in table
+    assert readme.trained_block([("goal.json", alone)]) == []
+    top = generated((ROOT / "README.md").read_text(), readme.HEADLINE_BEGIN, readme.HEADLINE_END)
+    assert f"From `{path}`" in top
+    full = generated((ROOT / "docs" / "results.md").read_text(), readme.BEGIN, readme.END)
+    assert all(f"From `{p}`" in full for p, _ in committed)
 
 
 def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsys):

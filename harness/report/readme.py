@@ -4,9 +4,10 @@
 markers, are rewritten from results/<target>/*.json:
 
 - docs/results.md (RESULTS_DOC, between BEGIN and END): every committed result's table (harness/report/report.py),
-  the per-hardware comparison with verdicts on the published figures (harness/judge/compare.py) and the figure;
+  every committed train-ladder's, the per-hardware comparison with verdicts on the published figures (harness/judge/compare.py) and the figure;
 - README.md (between HEADLINE_BEGIN and HEADLINE_END): the headline, that figure and the ladder table of the
-  headline result (FIGURE_SCENARIO on FIGURE_TARGET), with a link to docs/results.md;
+  headline result (FIGURE_SCENARIO on FIGURE_TARGET), the newest comparison of trained rungs (a train-ladder
+  result of results/<target>/<run>/), with a link to docs/results.md;
 - docs/gates.md (between gate_power's BEGIN and END): how the speed gate decides on the committed results
   (harness/judge/gate_power.py).
 
@@ -41,6 +42,41 @@ FIGURE_DIR = Path("results") / "figures"
 def measured_result_files(results_dir: Path) -> list[Path]:
     """Measured runs live in results/<target>/*.json; results/published/ holds figures from sources."""
     return sorted(p for p in results_dir.glob("*/*.json") if p.parent.name != "published")
+
+
+def train_ladder_files(results_dir: Path) -> list[Path]:
+    """Trained rungs live with their training runs and evaluations: results/<target>/<run>/train-ladder.json."""
+    return sorted(results_dir.glob("*/*/train-ladder.json"))
+
+
+def _trained(repo: Path) -> list[tuple[str, dict]]:
+    return [(p.relative_to(repo).as_posix(), load_result(p)) for p in train_ladder_files(repo / "results")]
+
+
+def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The newest train-ladder that trained at least two rungs: the one comparison the README shows."""
+    both = [(p, r) for p, r in trained if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2]
+    return max(both, key=lambda x: x[1]["provenance"]["created_at"], default=None)
+
+
+def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
+    """The newest comparison of trained rungs: each rung's training speed beside its policy's success and the
+    verdicts against the reference rung; lines of a markdown section, or none."""
+    shown = newest_comparison(trained)
+    if shown is None:
+        return []
+    path, result = shown
+    return [
+        "",
+        "Trained and evaluated here: the rungs of a ladder trained identically to a policy (the same data, seed,",
+        "steps and recipe), each policy evaluated in LIBERO, its speed set beside its success and judged against",
+        "the reference rung ([training](docs/training.md)):",
+        "",
+        "```",
+        result_table(result),
+        "```",
+        provenance_line(path, result),
+    ]
 
 
 def _results(repo: Path) -> list[tuple[str, dict]]:
@@ -94,10 +130,13 @@ def eval_group(result: dict) -> tuple:
     )
 
 
-def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> str:
+def results_block(
+    repo: Path, results: list[tuple[str, dict]] | None = None, trained: list[tuple[str, dict]] | None = None
+) -> str:
     """docs/results.md's block: the figure, every result's table with its provenance, the evaluations by
-    number of workers, and the comparison with verdicts on the published figures."""
+    number of workers, every train-ladder's table, and the comparison with verdicts on the published figures."""
     results = _results(repo) if results is None else results
+    trained = _trained(repo) if trained is None else trained
     figures = load_published(repo / "results" / "published")
     parts = [BEGIN]
     shown = readme_figure(results)
@@ -112,6 +151,8 @@ def results_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> 
     for group in evals.values():
         parts += ["", "```", eval_scaling_table([r for _, r in group]), "```"]
         parts += [provenance_line(path, result) for path, result in sorted(group, key=lambda x: eval_workers(x[1]))]
+    for path, result in sorted(trained, key=lambda x: x[1]["provenance"]["created_at"]):
+        parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
     # Beside our results: the published figures of the sources that map onto a scenario (or an evaluated
     # suite) we have results of; `vlabench compare --published` lists the rest.
     scenarios = {r["scenario"]["name"] for _, r in results}
@@ -194,9 +235,13 @@ def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
     ]
 
 
-def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) -> str:
-    """README.md's block: the headline result's figure and ladder table, and where the rest is."""
+def headline_block(
+    repo: Path, results: list[tuple[str, dict]] | None = None, trained: list[tuple[str, dict]] | None = None
+) -> str:
+    """README.md's block: the headline result's figure and ladder table, the LIBERO rates, the newest comparison
+    of trained rungs, and where the rest is."""
     results = _results(repo) if results is None else results
+    trained = _trained(repo) if trained is None else trained
     parts = [HEADLINE_BEGIN]
     shown = readme_figure(results)
     if shown:
@@ -212,6 +257,7 @@ def headline_block(repo: Path, results: list[tuple[str, dict]] | None = None) ->
             *headline_verdicts(path, result, load_published(repo / "results" / "published")),
         ]
     parts += libero_block(results, load_published(repo / "results" / "published"))
+    parts += trained_block(trained)
     doc = RESULTS_DOC.as_posix()
     parts += [
         "",
@@ -260,11 +306,11 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
     Returns the files, relative to `repo`, that were (or, with check, would be) changed: empty when all are
     current. A check never draws the figure, it only requires that it exists (a missing one is listed)."""
     repo = Path(repo)
-    results = _results(repo)
+    results, trained = _results(repo), _trained(repo)
     stale = []
     pages = (
-        (README, HEADLINE_BEGIN, HEADLINE_END, headline_block(repo, results)),
-        (RESULTS_DOC, BEGIN, END, results_block(repo, results)),
+        (README, HEADLINE_BEGIN, HEADLINE_END, headline_block(repo, results, trained)),
+        (RESULTS_DOC, BEGIN, END, results_block(repo, results, trained)),
         (GATES_DOC, POWER_BEGIN, POWER_END, power_block(repo)),
     )
     texts = [(page, *_rewritten(repo / page, begin, end, block)) for page, begin, end, block in pages]
