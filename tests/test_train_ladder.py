@@ -59,6 +59,32 @@ def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatc
     assert "workload.seed: expected the seed of --seed (1), got 0" in capsys.readouterr().err
 
 
+def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypatch):
+    """--seed: the plan's seed (the workload's without it) goes to each rung's `vlabench train` and into the
+    result's workload, which `vlabench show` prints."""
+    import argparse
+
+    from harness.train import ladder_cli, ladder_run, loop
+    from harness.train.ladder_report import train_ladder_table
+
+    monkeypatch.setattr(ladder_cli, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    parser = argparse.ArgumentParser()
+    ladder_cli.add_train_ladder_arguments(parser)
+    plans = {
+        seed: ladder_cli.plan_from_args(parser.parse_args(_smoke(tmp_path / f"o{seed}", *flags)[1:]))
+        for seed, flags in ((0, ()), (5, ("--seed", "5")))
+    }
+    assert plans[0].seed == 0 and plans[5].seed == 5  # the scenario's workload has seed 0
+    trained = []
+    monkeypatch.setattr(loop, "train", lambda plan, command: trained.append(plan))
+    ladder_run.train_rung(plans[5], "community", ["vlabench"])
+    assert trained[0].seed == 5 and trained[0].steps == 4
+    header = ladder_run._header(plans[5], ["vlabench"])
+    assert header["workload"]["seed"] == 5
+    result = {**header, "train_ladder": ladder_run._ladder_block(plans[5], {}, lambda records, ref, block: {})}
+    assert "(fp32, seed 5, lr " in train_ladder_table(result).splitlines()[0]
+
+
 def _rung(name: str, successes: int, trials: int, losses: list[float], sabotaged: bool = False) -> dict:
     train = {"rung": name, "losses": losses, "samples_per_s": 100.0, "steps_done": len(losses)}
     if sabotaged:
