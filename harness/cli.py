@@ -15,6 +15,7 @@ from .judge.ab import add_ab_arguments, cmd_ab
 from .judge.compare_cli import add_compare_arguments, cmd_compare
 from .judge.gate_cli import add_gate_arguments, add_record_arguments, cmd_gate, cmd_record
 from .judge.gate_power import add_gate_power_arguments, cmd_gate_power
+from .judge.seeds import add_train_seeds_arguments, cmd_train_seeds
 from .ladder.floor_cli import add_floor_arguments, cmd_floor
 from .ladder.profile_cli import add_profile_arguments, cmd_profile
 from .ladder.run_cli import add_run_arguments, cmd_run
@@ -106,6 +107,13 @@ COMMANDS = (
         "in LIBERO and judged against the reference rung",
         add_train_ladder_arguments,
         cmd_train_ladder,
+    ),
+    (
+        "train-seeds",
+        "trained rungs over training seeds: the success gate against the reference rung with the spread between "
+        "training runs counted (exit 0/1/2/3, as gate)",
+        add_train_seeds_arguments,
+        cmd_train_seeds,
     ),
     ("ab", "A/B of two versions of the code on this machine (exit 0/1/2/3, as gate)", add_ab_arguments, cmd_ab),
     (

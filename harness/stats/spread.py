@@ -25,7 +25,7 @@ def whole_rate(step_times_s: list[float], samples_per_step: float) -> float:
     return samples_per_step * len(step_times_s) / sum(step_times_s)
 
 
-def _t_cdf(x: float, df: int) -> float:
+def t_cdf(x: float, df: int) -> float:
     """Student-t CDF by Simpson integration of the density from 0 (exact enough for quantiles to 1e-6)."""
     if x == 0:
         return 0.5
@@ -47,11 +47,11 @@ def t_quantile(p: float, df: int) -> float:
     if not 0.5 < p < 1 or df < 1:
         raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
     lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < p:
+    while t_cdf(hi, df) < p:
         lo, hi = hi, hi * 2
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
     return (lo + hi) / 2
 
 

@@ -1,0 +1,266 @@
+"""`vlabench train-seeds`: trained rungs judged over training seeds.
+
+A train-ladder judges each rung's policy against the reference rung's with Fisher's test on the evaluation's trials
+(harness/judge/gates.py): it sees how much two evaluations of fixed policies spread, not how much training runs of
+other seeds do. Given the same ladder trained with several seeds (`vlabench train-ladder --seed N`), each seed is
+one paired observation per rung: the rung's success rate minus the reference's, both trained from that seed. The
+success gate over seeds is a one-sided t-test on those differences (k seeds, k - 1 degrees of freedom), their
+standard error never below what the evaluations' trials alone give: it counts every source of spread, training's
+and the evaluation's. FAIL when the mean drop is beyond the tolerance and significant; inconclusive when it is
+beyond the tolerance but the seeds cannot tell (the note says about how many seeds would), or when the reference's
+rate leaves no room for a drop beyond the tolerance; pass otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+
+from ..arguments import fraction
+from ..errors import InputError
+from ..stats.spread import t_cdf
+from .gates import EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION, FAIL, INCONCLUSIVE, PASS
+
+POWER = 0.8  # of the seeds-needed estimate
+SAME = (  # what the ladders must share to be repeats of one another (key path, what it is)
+    (("scenario", "name"), "scenario"),
+    (("target", "name"), "target"),
+    (("train_ladder", "steps"), "steps"),
+    (("train_ladder", "reference"), "reference rung"),
+    (("train_ladder", "recipe"), "recipe"),
+    (("train_ladder", "eval"), "evaluation (suites, tasks, trials, seed)"),
+)
+
+
+@dataclass(frozen=True)
+class SeedsCheck:
+    """One rung's success on one suite against the reference's, over the seeds both were trained with."""
+
+    rung: str
+    suite: str
+    seeds: list[int]
+    rates: list[float]  # the rung's success rate per seed
+    reference_rates: list[float]
+    mean_change: float  # the mean of (rate - reference rate) over the seeds, a fraction
+    spread: float | None  # the standard deviation of those differences (None with one seed)
+    p: float | None  # one-sided p of the t-test that the rung succeeds less
+    verdict: str
+    note: str
+
+
+def paired_drop(
+    rung: list[tuple[int, int]], reference: list[tuple[int, int]], tolerance: float, confidence: float
+) -> tuple[str, float, float | None, float | None, str]:
+    """The success gate over seeds from (successes, trials) per seed of the rung and of the reference, seed by
+    seed: (verdict, mean change, spread of the changes, p, note)."""
+    k = len(rung)
+    rates = [s / n for s, n in rung]
+    ref_rates = [s / n for s, n in reference]
+    changes = [a - b for a, b in zip(rates, ref_rates, strict=True)]
+    mean = statistics.fmean(changes)
+    recorded = statistics.fmean(ref_rates)
+    if k < 2:
+        return INCONCLUSIVE, mean, None, None, "one seed: how far training runs spread is unknown"
+    spread = statistics.stdev(changes)
+    # the evaluations' trials alone spread each difference this much: the standard error never goes below it
+    trials_var = sum(p * (1 - p) / n for p, (_, n) in zip(rates + ref_rates, rung + reference, strict=True))
+    se = max(spread / math.sqrt(k), math.sqrt(trials_var) / k)
+    p = (0.0 if mean < 0 else 1.0) if se == 0 else t_cdf(mean / se, k - 1)
+    detail = f"mean {mean * 100:+.1f} points over {k} seeds, spread {spread * 100:.1f} points, t-test p={p:.2g}"
+    if recorded <= tolerance:
+        return (
+            INCONCLUSIVE,
+            mean,
+            spread,
+            p,
+            (
+                f"{detail}: the reference's {recorded:.1%} leaves no room for a drop of more than "
+                f"{tolerance * 100:g} points"
+            ),
+        )
+    if -mean <= tolerance:
+        return PASS, mean, spread, p, detail
+    if p < 1 - confidence:
+        return (
+            FAIL,
+            mean,
+            spread,
+            p,
+            f"{detail} < {1 - confidence:.2g}: dropped by more than {tolerance * 100:g} points",
+        )
+    z = NormalDist().inv_cdf(confidence) + NormalDist().inv_cdf(POWER)
+    needed = max(k + 1, math.ceil((z * se * math.sqrt(k) / tolerance) ** 2) + 1)
+    return (
+        INCONCLUSIVE,
+        mean,
+        spread,
+        p,
+        (
+            f"{detail}: dropped by more than {tolerance * 100:g} points, but {k} seeds cannot tell; about {needed} "
+            f"seeds would detect a {tolerance * 100:g}-point drop with the spread seen, the evaluations' own at least "
+            f"({POWER:.0%} power)"
+        ),
+    )
+
+
+def _get(result: dict, path: tuple[str, ...]):
+    for key in path:
+        result = (result or {}).get(key)
+    return result
+
+
+def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
+    """Refuse (one line) results that are not the same train-ladder trained with distinct seeds; returns the
+    warnings for what may differ (the scenario file's bytes, the dataset's path)."""
+    if len(ladders) < 2:
+        raise InputError("RESULT", None, "two train-ladder results or more (one per training seed)", str(len(ladders)))
+    for name, result in ladders:
+        if result.get("kind") != "train-ladder":
+            raise InputError(name, "kind", "a train-ladder result (vlabench train-ladder)", repr(result.get("kind")))
+    first_name, first = ladders[0]
+    for name, result in ladders[1:]:
+        for path, what in SAME:
+            if _get(result, path) != _get(first, path):
+                raise InputError(
+                    name, ".".join(path), f"the {what} of {first_name} ({_get(first, path)})", str(_get(result, path))
+                )
+    seen: dict[int, str] = {}
+    for name, result in ladders:
+        seed = result["workload"].get("seed", 0)
+        if seed in seen:
+            raise InputError(name, "workload.seed", f"a seed other than {seen[seed]}'s", str(seed))
+        seen[seed] = name
+    warnings = []
+    if len({r["scenario"].get("sha256") for _, r in ladders}) > 1:
+        warnings.append("the scenario file differs between the results (its sha256)")
+    if len({r["train_ladder"].get("dataset") for _, r in ladders}) > 1:
+        warnings.append("the results trained on datasets at different paths")
+    return warnings
+
+
+def _ok_records(result: dict) -> dict[str, dict]:
+    return {r["name"]: r for r in result["train_ladder"]["rungs"] if r.get("status") == "ok"}
+
+
+def judge_seeds(ladders: list[tuple[str, dict]], tolerance: float, confidence: float) -> list[SeedsCheck]:
+    """Every rung other than the reference, per suite the reference was evaluated on, over the seeds where both
+    trained and were evaluated."""
+    reference = ladders[0][1]["train_ladder"]["reference"]
+    records = [(r["workload"].get("seed", 0), _ok_records(r)) for _, r in ladders]
+    rungs = list(dict.fromkeys(name for _, recs in records for name in recs if name != reference))
+    suites = list(dict.fromkeys(s for _, recs in records for s in (recs.get(reference, {}).get("success_rate") or {})))
+    checks = []
+    for rung in rungs:
+        for suite in (s for s in suites if "/" not in s):  # suites; their tasks have too few trials a seed
+            pairs = [
+                (seed, recs[rung]["success_rate"][suite], recs[reference]["success_rate"][suite])
+                for seed, recs in records
+                if suite in (recs.get(rung, {}).get("success_rate") or {})
+                and suite in (recs.get(reference, {}).get("success_rate") or {})
+            ]
+            if not pairs:
+                continue
+            counts = [(c["successes"], c["trials"]) for _, c, _ in pairs]
+            ref_counts = [(b["successes"], b["trials"]) for _, _, b in pairs]
+            verdict, mean, spread, p, note = paired_drop(counts, ref_counts, tolerance, confidence)
+            checks.append(
+                SeedsCheck(
+                    rung,
+                    suite,
+                    [seed for seed, _, _ in pairs],
+                    [s / n for s, n in counts],
+                    [s / n for s, n in ref_counts],
+                    mean,
+                    spread,
+                    p,
+                    verdict,
+                    note,
+                )  # fmt: skip
+            )
+    return checks
+
+
+def _percents(rates: list[float]) -> str:
+    return ", ".join(f"{r:.0%}" for r in rates)
+
+
+def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], tolerance: float) -> str:
+    """Per rung: its speedup and success per seed, and the success gate over the seeds (one row per suite)."""
+    from tabulate import tabulate
+
+    first = ladders[0][1]
+    reference, ev = first["train_ladder"]["reference"], first["train_ladder"].get("eval") or {}
+    seeds = [r["workload"].get("seed", 0) for _, r in ladders]
+    title = (
+        f"{first['scenario']['name']} on {first['target']['name']}: {first['train_ladder']['steps']} steps per rung, "
+        f"seeds {', '.join(map(str, seeds))}; {', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task "
+        f"and seed; against {reference}"
+    )
+    records = [_ok_records(r) for _, r in ladders]
+    reference_rates = [
+        recs[reference]["success_rate"][suite]["rate"]
+        for recs in records
+        for suite in ev.get("suites", [])[:1]
+        if suite in (recs.get(reference, {}).get("success_rate") or {})
+    ]
+    rows = [[reference, sum(reference in recs for recs in records), "reference", _percents(reference_rates), "-",
+             "reference"]]  # fmt: skip
+    for check in checks:
+        speedups = [
+            recs[check.rung]["train"]["samples_per_s"] / recs[reference]["train"]["samples_per_s"]
+            for recs in records
+            if check.rung in recs and reference in recs
+        ]
+        changes = ", ".join(f"{(a - b) * 100:+.0f}" for a, b in zip(check.rates, check.reference_rates, strict=True))
+        rows.append([
+            check.rung if len(ev.get("suites", [])) < 2 else f"{check.rung} {check.suite}",
+            len(check.seeds),
+            ", ".join(f"{x:.2f}x" for x in speedups),
+            _percents(check.rates),
+            changes,
+            f"{check.verdict} ({check.note})",
+        ])  # fmt: skip
+    headers = ["rung", "seeds", "speedup per seed", "success per seed", "change per seed (points)",
+               "success gate over seeds"]  # fmt: skip
+    rule = (
+        f"success gate over seeds: per seed the rung's rate minus the reference's; FAIL when their mean is more than "
+        f"{tolerance * 100:g} points below zero and a one-sided t-test over the seeds says so (its standard error "
+        "never below the evaluations' own); inconclusive when the seeds cannot tell"
+    )
+    return "\n".join([title, tabulate(rows, headers=headers, disable_numparse=True), rule])
+
+
+def add_train_seeds_arguments(p) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT",
+                   help="train-ladder.json of the same ladder trained with other seeds (train-ladder --seed N)")  # fmt: skip
+    p.add_argument("--success-tolerance", help="how far (absolute) below the reference's rate may pass "
+                   "(default: the ladders' train.success_tolerance)")  # fmt: skip
+    p.add_argument("--confidence", default="95%", help="of the one-sided t-test (default 95%%)")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+
+def cmd_train_seeds(args) -> int:
+    from ..results import load_result
+
+    ladders = [(path, load_result(path)) for path in args.results]
+    warnings = check_repeats(ladders)
+    tolerance = (
+        fraction("--success-tolerance", args.success_tolerance)
+        if args.success_tolerance
+        else ladders[0][1]["train_ladder"].get("success_tolerance", 0.05)
+    )
+    confidence = fraction("--confidence", args.confidence)
+    if not 0.5 < confidence < 1:
+        raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
+    checks = judge_seeds(ladders, tolerance, confidence)
+    if args.json:
+        print(json.dumps({"checks": [asdict(c) for c in checks], "warnings": warnings}, indent=1))
+    else:
+        print(seeds_table(ladders, checks, tolerance))
+        for warning in warnings:
+            print(f"WARNING: {warning}")
+    verdicts = {c.verdict for c in checks}
+    return EXIT_REGRESSION if FAIL in verdicts else EXIT_INCONCLUSIVE if INCONCLUSIVE in verdicts else EXIT_PASS
