@@ -85,6 +85,7 @@ class GateReport:
     limits: Limits
     warnings: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    what: str | None = None  # what the checks measure, where it is not a ladder's throughput (the legend's text)
 
     @property
     def regressions(self) -> list[Check]:
@@ -135,6 +136,8 @@ class GateReport:
         )
 
     def legend(self) -> str:
+        if self.what:
+            return self.what
         return (
             "throughput: samples over the total time of all timed steps, change with its "
             f"{self.limits.confidence:.0%} interval (t over repeats, or a bootstrap of the steps of single runs); "
@@ -243,6 +246,11 @@ def gate_train_ladders(
         raise InputError(baseline_name, "train_ladder.rungs", "an ok rung to gate against", "none")
     tolerance = (baseline.get("train_ladder") or {}).get("convergence_tolerance", DEFAULT_TOLERANCE)
     report = GateReport(current_name, baseline_name, limits, warnings=_provenance_warnings(current, baseline))
+    report.what = (
+        "success rate: Fisher's exact test of the current successes against the recorded ones, per suite and task; "
+        "each side is one training run per rung, and the test counts the evaluations' trials, not how far training "
+        "runs of other seeds spread (`vlabench train-seeds` judges over seeds); convergence: the smoothed final loss"
+    )
     for name in names:
         b, c = base[name], cur.get(name)
         if b["status"] != "ok":
