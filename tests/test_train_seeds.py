@@ -94,6 +94,9 @@ def test_the_command_judges_the_committed_ladder_with_a_second_seed(tmp_path, ca
     assert main(["train-seeds", str(COMMITTED), str(second), "--json"]) == 3
     checks = {c["rung"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["fp8"]["seeds"] == [0, 1] and checks["fp8"]["verdict"] == "inconclusive"
+    fewer_workers = {"suites": ["libero_spatial"], "tasks": None, "trials": 10, "workers": 4, "seed": 7}
+    other = _second_seed(tmp_path, {"community": 47, "whole-step-graph": 49, "fp8": 45}, seed=2, eval=fewer_workers)
+    assert main(["train-seeds", str(COMMITTED), str(second), str(other)]) == 3  # env workers change no protocol
 
 
 @pytest.mark.parametrize(
@@ -102,6 +105,10 @@ def test_the_command_judges_the_committed_ladder_with_a_second_seed(tmp_path, ca
         ({"seed": 0}, "workload.seed: expected a seed other than"),
         ({"steps": 3000}, "train_ladder.steps: expected the steps of"),
         ({"reference": "fp8"}, "train_ladder.reference: expected the reference rung of"),
+        (
+            {"eval": {"suites": ["libero_spatial"], "tasks": None, "trials": 20, "workers": 16, "seed": 7}},
+            "train_ladder.eval.trials: expected the trials per task of",
+        ),
     ],
 )
 def test_results_that_are_not_repeats_are_refused_in_one_line(tmp_path, capsys, change, message):

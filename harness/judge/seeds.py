@@ -31,7 +31,11 @@ SAME = (  # what the ladders must share to be repeats of one another (key path, 
     (("train_ladder", "steps"), "steps"),
     (("train_ladder", "reference"), "reference rung"),
     (("train_ladder", "recipe"), "recipe"),
-    (("train_ladder", "eval"), "evaluation (suites, tasks, trials, seed)"),
+    # the evaluation's protocol (its env workers change how fast, not what)
+    (("train_ladder", "eval", "suites"), "evaluated suites"),
+    (("train_ladder", "eval", "tasks"), "evaluated tasks"),
+    (("train_ladder", "eval", "trials"), "trials per task"),
+    (("train_ladder", "eval", "seed"), "evaluation's seed"),
 )
 
 
