@@ -19,8 +19,8 @@ TRAINED = (RESULTS / "train-ladder-2026-12-02-compare-2554", RESULTS / "train-la
 SYNTHETIC = RESULTS / "pi05-libero-train-speed-graph.json"  # fused-adamw and whole-step-graph in one run
 MIN_STEPS = 300  # fewer teach the small policy nothing worth comparing
 TASKS = 10  # libero_spatial
-# 100 trials took 68-75 s with 16 workers and the policy's host threads limited (train-ladder-2026-12-02-compare-2554;
-# 121-131 s before), plus the evaluation's start
+# 100 trials of policies that succeed about half the time took 68-75 s with 16 workers and the policy's host
+# threads limited (train-ladder-2026-12-02-compare-2554), plus the evaluation's start
 EVAL_S_PER_TRIAL = 0.85
 # per rung, outside its steps and its evaluation: frames decoded (20-23 s), rows prepared (4 s), built (25-33 s),
 # checkpoints; 41-59 s in the 2,554-step comparison
