@@ -74,40 +74,24 @@ def paired_drop(
     se = max(spread / math.sqrt(k), math.sqrt(trials_var) / k)
     p = (0.0 if mean < 0 else 1.0) if se == 0 else t_cdf(mean / se, k - 1)
     detail = f"mean {mean * 100:+.1f} points over {k} seeds, spread {spread * 100:.1f} points, t-test p={p:.2g}"
+    drop = f"{tolerance * 100:g} points"
     if recorded <= tolerance:
-        return (
+        verdict, why = INCONCLUSIVE, f": the reference's {recorded:.1%} leaves no room for a drop of more than {drop}"
+    elif -mean <= tolerance:
+        verdict, why = PASS, ""
+    elif p < 1 - confidence:
+        verdict, why = FAIL, f" < {1 - confidence:.2g}: dropped by more than {drop}"
+    else:
+        z = NormalDist().inv_cdf(confidence) + NormalDist().inv_cdf(POWER)
+        needed = max(k + 1, math.ceil((z * se * math.sqrt(k) / tolerance) ** 2) + 1)
+        verdict, why = (
             INCONCLUSIVE,
-            mean,
-            spread,
-            p,
             (
-                f"{detail}: the reference's {recorded:.1%} leaves no room for a drop of more than "
-                f"{tolerance * 100:g} points"
+                f": dropped by more than {drop}, but {k} seeds cannot tell; about {needed} seeds would detect a "
+                f"{tolerance * 100:g}-point drop with the spread seen, the evaluations' own at least ({POWER:.0%} power)"
             ),
         )
-    if -mean <= tolerance:
-        return PASS, mean, spread, p, detail
-    if p < 1 - confidence:
-        return (
-            FAIL,
-            mean,
-            spread,
-            p,
-            f"{detail} < {1 - confidence:.2g}: dropped by more than {tolerance * 100:g} points",
-        )
-    z = NormalDist().inv_cdf(confidence) + NormalDist().inv_cdf(POWER)
-    needed = max(k + 1, math.ceil((z * se * math.sqrt(k) / tolerance) ** 2) + 1)
-    return (
-        INCONCLUSIVE,
-        mean,
-        spread,
-        p,
-        (
-            f"{detail}: dropped by more than {tolerance * 100:g} points, but {k} seeds cannot tell; about {needed} "
-            f"seeds would detect a {tolerance * 100:g}-point drop with the spread seen, the evaluations' own at least "
-            f"({POWER:.0%} power)"
-        ),
-    )
+    return verdict, mean, spread, p, detail + why
 
 
 def _get(result: dict, path: tuple[str, ...]):

@@ -4,7 +4,8 @@
 markers, are rewritten from results/<target>/*.json:
 
 - docs/results.md (RESULTS_DOC, between BEGIN and END): every committed result's table (harness/report/report.py),
-  every committed train-ladder's, the per-hardware comparison with verdicts on the published figures (harness/judge/compare.py) and the figure;
+  every committed train-ladder's, the per-hardware comparison with verdicts on the published figures
+  (harness/judge/compare.py) and the figure;
 - README.md (between HEADLINE_BEGIN and HEADLINE_END): the headline, that figure and the ladder table of the
   headline result (FIGURE_SCENARIO on FIGURE_TARGET), the newest comparison of trained rungs (a train-ladder
   result of results/<target>/<run>/), with a link to docs/results.md;
