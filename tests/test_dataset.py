@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ import torch
 
 from harness.cli import main
 from harness.data import lerobot_format as fmt
+from harness.data.cli import stall_dumps
 from harness.data.dataset import LeRobotV3Dataset
 from harness.data.errors import DatasetError
 from harness.data.synthetic import synthetic_episode, synthetic_episodes
@@ -236,11 +238,7 @@ def test_encoder_processes_write_the_same_dataset_and_refuse_bad_episodes_at_onc
     write_dataset(tmp_path / "inline", iter(episodes), fmt.libero_features(SIZE))
     episodes = [marked_episode(e, n) for e, n in enumerate(LENGTHS)]  # the writer let go of the frames it sent
     write_dataset(tmp_path / "pool", iter(episodes), fmt.libero_features(SIZE), encoders=2)
-    files = sorted(p.relative_to(tmp_path / "inline") for p in (tmp_path / "inline").rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(tmp_path / "pool") for p in (tmp_path / "pool").rglob("*") if p.is_file())
-    assert any(f.suffix == ".mp4" for f in files)
-    for f in files:
-        assert (tmp_path / "inline" / f).read_bytes() == (tmp_path / "pool" / f).read_bytes(), f
+    same_files(tmp_path / "inline", tmp_path / "pool")
     bad = marked_episode(2, 5)
     bad.frames[fmt.LIBERO_CAMERAS[1]] = bad.frames[fmt.LIBERO_CAMERAS[1]][:4]
     with pytest.raises(DatasetError) as excinfo:
@@ -248,6 +246,40 @@ def test_encoder_processes_write_the_same_dataset_and_refuse_bad_episodes_at_onc
                       fmt.libero_features(SIZE), encoders=2)  # fmt: skip
     assert one_line_error(excinfo, "episode 2: observation.images.wrist_image: expected 5 frames (one per state)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inline", "pool"]  # nothing left of the bad one
+
+
+def same_files(a, b) -> None:
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert any(f.suffix == ".mp4" for f in files)
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_a_stalled_encoder_hands_its_episodes_back_to_the_writer(tmp_path, capsys):
+    """An encoder process with no result in time (here at once: 1 ms) is stopped, and the writer encodes that
+    episode and the rest itself: the dataset is complete, the same bytes, and stderr says what happened."""
+    write_dataset(tmp_path / "inline", iter([marked_episode(e, n) for e, n in enumerate(LENGTHS)]),
+                  fmt.libero_features(SIZE))  # fmt: skip
+    write_dataset(tmp_path / "stalled", iter([marked_episode(e, n) for e, n in enumerate(LENGTHS)]),
+                  fmt.libero_features(SIZE), encoders=2, encoder_stall_s=0.001)  # fmt: skip
+    same_files(tmp_path / "inline", tmp_path / "stalled")
+    err = capsys.readouterr().err
+    assert "an encoder process gave no result in 0 s" in err and "the writer encodes the rest itself" in err
+
+
+def test_stall_dumps_print_every_threads_stack_until_progress_comes(capfd):
+    """make-dataset's watch: no progress for the given time prints where each thread is, to stderr; progress
+    re-arms it, so a run that moves prints nothing."""
+    with stall_dumps(1.0) as alive:
+        for _ in range(40):  # 2 s, twice the watch's time, with progress every 0.05 s
+            time.sleep(0.05)
+            alive()
+    assert "Thread" not in capfd.readouterr().err
+    with stall_dumps(0.2):
+        time.sleep(1.0)
+    err = capfd.readouterr().err
+    assert "Thread 0x" in err and "test_stall_dumps_print_every_threads_stack_until_progress_comes" in err
 
 
 @pytest.fixture

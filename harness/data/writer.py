@@ -10,15 +10,17 @@ for the next episodes while the writer appends the last one's, in the source's o
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import multiprocessing
 import shutil
+import sys
 import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from typing import Any
 
@@ -315,12 +317,28 @@ class Progress:
     writing_s: float = 0.0  # of elapsed_s, in the writer (encoding, files); the rest waited for the episodes
 
 
+# An episode's two videos take about a second to encode; an encoder with no result after this long is stuck (once,
+# on the H200, every process of make-dataset slept with 210 of 300 episodes written, cause unknown: log below).
+ENCODER_STALL_S = 300.0
+
+
+def _encode_watched(frames: dict[str, Any], fps: int, encoding: fmt.VideoEncoding, dump_after_s: float) -> dict:
+    """encode_cameras in an encoder process, which prints its stacks to stderr (the run's log) if it runs past
+    `dump_after_s`: a stuck encode says where it is stuck."""
+    faulthandler.dump_traceback_later(dump_after_s)
+    try:
+        return encode_cameras(frames, fps, encoding)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def _encoded_in_order(
-    episodes: Iterable[Episode], writer: DatasetWriter, encoders: int, waited: list[float]
+    episodes: Iterable[Episode], writer: DatasetWriter, encoders: int, waited: list[float], stall_s: float
 ) -> Iterator[tuple[Episode, dict[str, EncodedCamera] | None]]:
     """The source's episodes in its order, each with its cameras encoded by a pool of `encoders` processes (None
     without encoders: the writer encodes them). At most encoders + 1 episodes wait in the pool, so memory stays
-    bounded; `waited[0]` sums the time spent waiting for the source."""
+    bounded; `waited[0]` sums the time spent waiting for the source. An encode with no result after `stall_s`
+    stops the pool: that episode and the rest are encoded by the writer (the same bytes), and stderr says so."""
     source = iter(episodes)
 
     def next_episode() -> Episode | None:
@@ -335,22 +353,37 @@ def _encoded_in_order(
         return
     s = writer.settings
     # spawned, not forked: the source may run threads (the LIBERO rollouts), which a fork would copy mid-stride
-    pool = ProcessPoolExecutor(encoders, mp_context=multiprocessing.get_context("spawn"))
-    pending: deque[tuple[Episode, Future]] = deque()
+    pool: Pool | None = multiprocessing.get_context("spawn").Pool(encoders)
+    pending: deque[tuple[Episode, dict, AsyncResult]] = deque()
+
+    def finished(ep: Episode, frames: dict, job: AsyncResult) -> tuple[Episode, dict[str, EncodedCamera] | None]:
+        nonlocal pool
+        if pool is not None:
+            try:
+                return ep, job.get(timeout=stall_s)
+            except multiprocessing.TimeoutError:
+                print(f"make-dataset: an encoder process gave no result in {stall_s:.0f} s (its stacks are above, if "
+                      "it printed them); the encoder processes are stopped and the writer encodes the rest itself",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                pool.terminate()
+                pool = None
+        ep.frames = frames  # the writer encodes them
+        return ep, None
+
     try:
         while (ep := next_episode()) is not None:
             _check_episode(ep, len(writer.episodes) + len(pending), writer.features)  # bad input fails here, at once
             frames = {key: ep.frames[key] for key in writer.cameras}
-            pending.append((ep, pool.submit(encode_cameras, frames, s.fps, s.encoding)))
-            ep.frames = {}  # the pool has its copy
-            while len(pending) > encoders:
-                done, future = pending.popleft()
-                yield done, future.result()
+            job = pool.apply_async(_encode_watched, (frames, s.fps, s.encoding, stall_s / 2)) if pool else None
+            pending.append((ep, frames, job))
+            ep.frames = {}  # kept in `pending` until encoded, for the writer should the pool stall
+            while len(pending) > (encoders if pool else 0):
+                yield finished(*pending.popleft())
         while pending:
-            done, future = pending.popleft()
-            yield done, future.result()
+            yield finished(*pending.popleft())
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.terminate()  # the results are in; an error leaves nothing worth finishing
 
 
 def write_dataset(
@@ -361,9 +394,11 @@ def write_dataset(
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
     encoders: int = 0,
+    encoder_stall_s: float = ENCODER_STALL_S,
 ) -> dict:
     """Write `episodes` as a dataset at `root`, atomically; returns its info.json content. With `encoders`, that
-    many processes encode the videos while the episodes arrive (the dataset is the same).
+    many processes encode the videos while the episodes arrive (the dataset is the same); one with no result after
+    `encoder_stall_s` hands its episode and the rest back to the writer.
 
     An existing `root` is refused unless `overwrite`, and even then only if it is a dataset or empty, so a
     mistyped path cannot delete someone's folder."""
@@ -374,7 +409,7 @@ def write_dataset(
     writer = DatasetWriter(tmp, features, settings or WriteSettings())
     try:
         start, waited = time.perf_counter(), [0.0]
-        for ep, encoded in _encoded_in_order(episodes, writer, encoders, waited):
+        for ep, encoded in _encoded_in_order(episodes, writer, encoders, waited, encoder_stall_s):
             writer.add(ep, encoded)
             if progress:
                 elapsed = time.perf_counter() - start
