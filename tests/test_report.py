@@ -139,7 +139,7 @@ def test_readme_sets_measured_success_rates_beside_the_published_ones():
 
 def test_readme_shows_the_newest_comparison_of_trained_rungs():
     """The headline's trained section: the newest train-ladder that trained two rungs or more (a single goal run
-    compares nothing), its table with the success gate's verdicts and its provenance; docs/results.md has them all."""
+    compares nothing; a sabotaged one is no result), its table with the success gate's verdicts and its provenance; docs/results.md has them all."""
     import copy
 
     committed = readme._trained(ROOT)
@@ -151,6 +151,9 @@ def test_readme_shows_the_newest_comparison_of_trained_rungs():
     alone = copy.deepcopy(later)
     alone["train_ladder"]["rungs"] = alone["train_ladder"]["rungs"][:1]  # a goal run: one rung
     assert readme.newest_comparison([(path, newest), ("goal.json", alone)])[0] == path
+    sabotaged = copy.deepcopy(later)
+    sabotaged["train_ladder"]["rungs"][1]["train"]["test_train_sabotage"] = {"mode": "freeze-time"}
+    assert readme.newest_comparison([(path, newest), ("sabotage.json", sabotaged)])[0] == path  # never the headline
     lines = readme.trained_block([(path, newest), ("later.json", later)])
     assert lines[-1].startswith("From `later.json`: `vlabench train-ladder ")
     table = "\n".join(lines)

@@ -55,8 +55,14 @@ def _trained(repo: Path) -> list[tuple[str, dict]]:
 
 
 def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The newest train-ladder that trained at least two rungs: the one comparison the README shows."""
-    both = [(p, r) for p, r in trained if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2]
+    """The newest train-ladder that trained at least two rungs, none with the test sabotage: the one comparison
+    the README shows."""
+    both = [
+        (p, r)
+        for p, r in trained
+        if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2
+        and not any(x.get("train", {}).get("test_train_sabotage") for x in r["train_ladder"]["rungs"])
+    ]
     return max(both, key=lambda x: x[1]["provenance"]["created_at"], default=None)
 
 
