@@ -4,8 +4,8 @@
 # with ACTION_NOISE (default 0.2,0.05: the position's and the rotation's deviations; docs/training.md, "Demonstrations
 # that show the way back"), then PARTS in the order given (default goal,gpu-tests):
 #   goal      RUNG (default whole-step-graph, or `fastest`: the fastest bf16 rung of scripts/h200-train-speed.sh)
-#             trained for STEPS, or the steps that fit 8 minutes of training from a 150-step probe, and evaluated,
-#             20 trials per task (runs/tl/train-ladder.json);
+#             trained for GOAL_STEPS (default STEPS), or the steps that fit 8 minutes of training from a 150-step
+#             probe, and evaluated, 20 trials per task (runs/tl/train-ladder.json);
 #   compare   COMPARE_RUNGS (default the train block's: community, whole-step-graph, fp8) trained identically, STEPS
 #             each or the most that fit before DEADLINE (epoch seconds), at most MAX_STEPS (default 4,178, the
 #             goal's of 2026-12-02), from the committed speeds (scripts/train_compare_steps.py), TRIALS (default
@@ -98,7 +98,7 @@ ladder() { python3 -m harness train-ladder "$scenario" --target h200 --assets "$
 
 goal() {
   step "goal rung: $rung"
-  local steps=${STEPS:-}
+  local steps=${GOAL_STEPS:-${STEPS:-}}
   if [ -z "$steps" ]; then
     step "probe: $rung, 150 steps on the memory loader"
     python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 --loader memory \

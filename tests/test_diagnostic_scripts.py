@@ -100,7 +100,8 @@ def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypa
 def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with_its_seed(tmp_path):
     """scripts/h200-train-ladder.sh with `python3 -m harness` recorded instead of run: the sabotaged rung trains at
     the baseline's steps, trials and seed; a compare with SEED goes to its own folder; an assets archive that is
-    already where the job keeps it (a second job on the same machine) is taken, a missing one is said in steps.log."""
+    already where the job keeps it (a second job on the same machine) is taken, a missing one is said in steps.log;
+    the goal and a compare in one job train their own steps."""
     import json
     import os
     import shutil
@@ -141,6 +142,14 @@ def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with
         == f"clean -m harness gate runs/tl-sabotage/train-ladder.json --baseline {baseline} --rungs whole-step-graph"
     )
     assert (logs / "steps.log").read_text().rstrip().endswith("done")
+    # the goal and a compare in one job, each with its own steps (the goal's GOAL_STEPS)
+    calls.unlink()
+    env.update(PARTS="goal,compare", GOAL_STEPS="8000", JOB_TREE=str(tmp_path / "tree2"))
+    run = subprocess.run(["bash", str(script), str(tmp_path / "logs1")], cwd=work, env=env, capture_output=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    goal, compare = calls.read_text().splitlines()[1:]
+    assert "--seed 1 --rungs whole-step-graph --steps 8000 --out runs/tl" in goal
+    assert "--seed 1 --rungs community,fp8 --steps 300 --trials 10 --out runs/tl-compare-seed1" in compare
     env["ASSETS"] = str(tmp_path / "missing.tar.xz")
     run = subprocess.run(["bash", str(script), str(tmp_path / "logs2")], cwd=work, env=env, capture_output=True)
     assert run.returncode == 1 and "no LIBERO assets at" in (tmp_path / "logs2" / "steps.log").read_text()
