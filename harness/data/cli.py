@@ -166,6 +166,7 @@ STALL_DUMP_S = 300.0
 def stall_dumps(after_s: float) -> Iterator[Callable[[], None]]:
     """Within the block, every thread's stack goes to stderr each `after_s` without a call of the function it
     yields (call it on progress): a run that hangs says where."""
+
     def arm() -> None:  # the process's own stderr (fd 2): a replaced sys.stderr may have no file descriptor
         faulthandler.dump_traceback_later(after_s, repeat=True, file=sys.__stderr__)
 
