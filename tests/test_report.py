@@ -139,7 +139,8 @@ def test_readme_sets_measured_success_rates_beside_the_published_ones():
 
 def test_readme_shows_the_newest_comparison_of_trained_rungs():
     """The headline's trained section: the newest train-ladder that trained two rungs or more (a single goal run
-    compares nothing; a sabotaged one is no result), its table with the success gate's verdicts and its provenance; docs/results.md has them all."""
+    compares nothing; a sabotaged one is no result), its table with the success gate's verdicts and its provenance;
+    docs/results.md has them all."""
     import copy
 
     committed = readme._trained(ROOT)

@@ -26,6 +26,7 @@ from ..judge import compare
 from ..judge.gate_power import BEGIN as POWER_BEGIN
 from ..judge.gate_power import END as POWER_END
 from ..judge.gate_power import power_block
+from ..judge.gates import sabotaged_rungs
 from ..judge.published import load_published
 from ..results import load_result
 from .report import eval_scaling_table, eval_workers, provenance_line, result_table
@@ -60,8 +61,7 @@ def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | Non
     both = [
         (p, r)
         for p, r in trained
-        if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2
-        and not any(x.get("train", {}).get("test_train_sabotage") for x in r["train_ladder"]["rungs"])
+        if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2 and not sabotaged_rungs(r)
     ]
     return max(both, key=lambda x: x[1]["provenance"]["created_at"], default=None)
 
