@@ -121,6 +121,11 @@ class DataProcessor(Protocol):
 
     def finish(self, batch: dict, dtype: torch.dtype) -> dict: ...
 
+    def host_finish(self, batch: dict) -> dict:
+        """What of `finish` the loader's workers run on the CPU after `prepare` with `preprocess: workers`
+        (models.processing.ProcessorSteps: nothing); `finish` must accept its output."""
+        ...
+
     def describe(self) -> dict: ...
 
 

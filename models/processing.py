@@ -24,6 +24,11 @@ class ProcessorSteps:
         loader (harness/data/memory.py) builds the same batch from frames it holds and the other fields."""
         return {"frames": cls.raw_frames(stack_frames(samples, cameras)), **cls.collate_fields(samples)}
 
+    def host_finish(self, batch: dict) -> dict:
+        """The part of `finish` that runs on the CPU in the loader's workers (loader option `preprocess:
+        workers`), in float32; `finish` then does the rest on the device. None by default."""
+        return batch
+
     def training_batch(
         self,
         samples: list[dict],

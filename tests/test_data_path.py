@@ -134,6 +134,8 @@ def test_memory_loader_refuses_a_worker_augmentation():
 
     with pytest.raises(SchemaError, match="augment.*none with the memory loader"):
         LoaderOptions(kind="memory", augment="isaac-gr00t")
+    with pytest.raises(SchemaError, match="preprocess.*host with the memory loader"):
+        LoaderOptions(kind="memory", preprocess="workers")
 
 
 def test_sample_order_is_a_seeded_permutation_per_epoch(dataset):

@@ -151,7 +151,9 @@ def test_missing_statistics_are_one_line():
         FAMILY.data_processor("tiny", WORKLOAD, {"action": STATS["action"]}, None)
 
 
-def test_both_loaders_give_the_same_batches(tmp_path):
+def test_both_loaders_and_both_preprocess_places_give_the_same_batches(tmp_path):
+    """torch and async loaders, and the preprocessing in the training process or (as Isaac-GR00T's collator
+    does it) in 0 or 2 worker processes with the images made float32 there: the same batches, draws included."""
     from harness.data import lerobot_format as fmt
     from harness.data.pipeline import DatasetFeed, DataSpec, LoaderOptions
     from harness.data.synthetic import synthetic_episodes
@@ -159,28 +161,51 @@ def test_both_loaders_give_the_same_batches(tmp_path):
 
     root = tmp_path / "libero-synthetic"
     write_dataset(root, synthetic_episodes(2, seed=1, image_size=64, lengths=(12, 16)), fmt.libero_features(64))
+    loaders = [
+        LoaderOptions(kind="torch", workers=0),
+        LoaderOptions(kind="async", workers=0),
+        LoaderOptions(kind="torch", workers=0, preprocess="workers"),
+        LoaderOptions(kind="torch", workers=2, preprocess="workers", pin_memory=True),
+        LoaderOptions(kind="async", workers=2, preprocess="workers"),
+    ]
     feeds = [
         DatasetFeed(
             DataSpec(dataset=str(root)),
-            LoaderOptions(kind=kind, workers=0),
+            options,
             FAMILY,
             "tiny",
             replace(WORKLOAD, action_horizon=4),
             torch.device("cpu"),
             torch.float32,
             seed=0,
+            start=1,  # a resumed run: the workers' batch index counts from the start
         )
-        for kind in ("torch", "async")
+        for options in loaders
     ]
     try:
         for i in range(3):
-            a, b = (f.fetch(i)[0] for f in feeds)
-            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-        assert a["images"].shape == (2, 2, 3, 56, 56) and a["actions"].shape == (2, 4, 16)
-        assert feeds[0].describe()["processor"]["state_norm"] == "min_max"
+            first, *others = (f.fetch(i)[0] for f in feeds)
+            for other in others:
+                assert first.keys() == other.keys() and all(torch.equal(first[k], other[k]) for k in first)
+        assert first["images"].shape == (2, 2, 3, 56, 56) and first["actions"].shape == (2, 4, 16)
+        described = [f.describe() for f in feeds]
+        assert described[0]["processor"]["state_norm"] == "min_max"
+        assert described[0]["loader"]["preprocess"] == "host" and described[3]["loader"]["preprocess"] == "workers"
+        # the workers prepared it: nothing is timed on the host
+        assert "prepare_ms" in described[0] and "prepare_ms" not in described[3]
     finally:
         for f in feeds:
             f.close()
+
+
+def test_workers_ship_float32_images():
+    processor = FAMILY.data_processor("tiny", WORKLOAD, STATS, None)
+    frames = torch.randint(0, 256, (2, 2, 64, 64, 3), dtype=torch.uint8)
+    shipped = processor.host_finish({"frames": frames, "state": torch.zeros(2, 1, 16)})
+    assert "frames" not in shipped and shipped["images"].dtype == torch.float32
+    on_device = processor.finish({"frames": frames, "state": torch.zeros(2, 1, 16)}, torch.bfloat16)
+    from_workers = processor.finish(shipped, torch.bfloat16)
+    assert from_workers["images"].dtype == torch.bfloat16 and torch.equal(from_workers["images"], on_device["images"])
 
 
 def test_tokenizer_json(tmp_path):

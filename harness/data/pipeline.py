@@ -43,6 +43,10 @@ LoaderKind = Literal["synthetic", "torch", "async", "memory"]
 # the training augmentation the workers apply per sample: none, or a reference's (a family's processor names the
 # ones it has: models/gr00t/augment.py)
 Augment = Literal["none", "isaac-gr00t"]
+# where the family's preprocessing runs: host (in the training process: the step's thread with the torch loader, the
+# level-2 thread with async; images finished on the device) or workers (in the DataLoader's worker processes,
+# images to the model's float32 input too, as Isaac-GR00T's collator does: the batch arrives ready but for its copy)
+Preprocess = Literal["host", "workers"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class LoaderOptions:
     prefetch_factor: Annotated[int, AT_LEAST_ONE] = 2  # batches each worker keeps ready (DataLoader's default)
     buffers: Annotated[int, AT_LEAST_ONE] = 2  # async: batches prepared ahead on the device (double buffering)
     augment: Augment = "none"  # per-sample training augmentation in the workers
+    preprocess: Preprocess = "host"
     # memory: every row's other fields (and what the family derives from a row alone, e.g. Pi0.5's prompt tokens)
     # prepared once before the first step, so that a batch gathers them instead of reading and tokenising its rows
     # on the host, in a thread that shares the interpreter with the step's kernel launches
@@ -101,6 +106,8 @@ class LoaderOptions:
     def __post_init__(self):
         if self.kind == "memory" and self.augment != "none":  # the memory loader has no per-sample workers
             raise SchemaError("augment", "none with the memory loader", describe(self.augment))
+        if self.kind == "memory" and self.preprocess != "host":
+            raise SchemaError("preprocess", "host with the memory loader", describe(self.preprocess))
         if self.prepared_rows and self.kind != "memory":
             raise SchemaError("prepared_rows", "false unless the loader is the memory loader", describe(self.kind))
 
@@ -151,11 +158,15 @@ class Numbered(Sampler):
         return len(self.sampler)
 
 
-class PerSample:
-    """A dataset read by (position, index) whose samples go through `transform(sample, generator)` in the worker
-    that reads them, the generator seeded by the position (sample_generator)."""
+POSITION = "__position__"  # a sample's position in the stream, for the worker that collates its batch
 
-    def __init__(self, dataset, transform: Callable[[dict, torch.Generator], dict], seed: int):
+
+class PerSample:
+    """A dataset read by (position, index) whose samples go through `transform(sample, generator)` (if any) in
+    the worker that reads them, the generator seeded by the position (sample_generator); each sample keeps its
+    position under POSITION."""
+
+    def __init__(self, dataset, transform: Callable[[dict, torch.Generator], dict] | None, seed: int):
         self.dataset, self.transform, self.seed = dataset, transform, seed
 
     def __len__(self) -> int:
@@ -163,7 +174,29 @@ class PerSample:
 
     def __getitem__(self, key: tuple[int, int]) -> dict:
         position, index = key
-        return self.transform(self.dataset[index], sample_generator(self.seed, position))
+        sample = self.dataset[index]
+        if self.transform is not None:
+            sample = self.transform(sample, sample_generator(self.seed, position))
+        return {**sample, POSITION: position}
+
+
+class WorkerPreprocess:
+    """The collate_fn of `preprocess: workers`: in the worker process, the samples collated, then the family's
+    host-side preprocessing with the batch's own generator (batch_generator of the batch index, from the first
+    sample's position), then the part of its device-side finish that runs on the CPU (`host_finish`): the batch
+    the training process gets is the one `preprocess: host` would have made before its copy."""
+
+    def __init__(self, collate: Callable[[list], dict], prepare, host_finish, seed: int, batch_size: int):
+        self.collate, self.prepare, self.host_finish = collate, prepare, host_finish
+        self.seed, self.batch_size = seed, batch_size
+
+    def __call__(self, samples: list[dict]) -> dict:
+        index = samples[0][POSITION] // self.batch_size
+        return self.host_finish(self.prepare(self.collate(samples), batch_generator(self.seed, index)))
+
+
+def _unchanged(batch: dict) -> dict:
+    return batch
 
 
 def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
@@ -200,12 +233,14 @@ class BatchSource:
         start: int = 0,
         transform: Callable[[dict, torch.Generator], dict] | None = None,
         raw_batches: Callable[[Iterator[int]], Iterator[dict]] | None = None,
+        host_finish: Callable[[dict], dict] | None = None,
     ):
         """`start`: the index of the first batch (a resumed training run): the batches before it are skipped
         without being read, and every later batch is the one an uninterrupted run would have drawn.
         `transform(sample, generator)`: a per-sample step in the workers (the training augmentation), its
         generator seeded by the sample's position in the stream. `raw_batches(order)`: the memory loader's raw
-        batches in the sampler's order, instead of a DataLoader's."""
+        batches in the sampler's order, instead of a DataLoader's. `host_finish(batch)`: with `preprocess:
+        workers`, the part of the family's finish the workers run after `prepare` (WorkerPreprocess)."""
         self.options, self.prepare, self.device, self.seed = options, prepare, torch.device(device), seed
         workers = options.workers
         sampler = EpochPermutations(len(dataset), seed, shuffle, skip=start * batch_size)
@@ -213,8 +248,12 @@ class BatchSource:
         if raw_batches is not None:
             self._raw = raw_batches(iter(sampler))
         else:
-            if transform is not None:
+            in_workers = options.preprocess == "workers"
+            if transform is not None or in_workers:
                 dataset, sampler = PerSample(dataset, transform, seed), Numbered(sampler, start * batch_size)
+            if in_workers:
+                collate = WorkerPreprocess(collate, prepare, host_finish or _unchanged, seed, batch_size)
+                self.prepare = None  # done in the workers
             self.loader = DataLoader(
                 dataset,
                 batch_size=batch_size,
@@ -247,6 +286,8 @@ class BatchSource:
         return _to_device(batch, self.device, non_blocking=self.loader is not None and self.loader.pin_memory)
 
     def _timed_prepare(self, raw: dict, index: int) -> dict:
+        if self.prepare is None:  # preprocess: workers
+            return raw
         start = time.perf_counter()
         batch = self.prepare(raw, batch_generator(self.seed, index))
         self.prepare_s.append(time.perf_counter() - start)
@@ -319,6 +360,7 @@ __all__ = [
     "LoaderOptions",
     "Numbered",
     "PerSample",
+    "WorkerPreprocess",
     "SyntheticFeed",
     "batch_generator",
     "feed_kind",
@@ -417,6 +459,7 @@ class DatasetFeed:
             start,
             self.augment,
             raw_batches,
+            self.processor.host_finish,
         )
         self.spec, self.options, self.world = spec, options, world
 
@@ -459,6 +502,7 @@ class DatasetFeed:
                 "workers": self.options.workers,
                 "pin_memory": self.options.pin_memory,
                 "prefetch_factor": self.options.prefetch_factor,
+                "preprocess": self.options.preprocess,
                 **({"buffers": self.options.buffers} if self.options.kind in ("async", "memory") else {}),
                 **({"memory": self.memory.describe()} if self.memory is not None else {}),
                 **({"prepared_rows": self.rows.describe()} if self.rows is not None else {}),

@@ -28,7 +28,8 @@ Split where the training path does the work: `collate` in the loader's workers (
 actions; with the loader option `augment: isaac-gr00t` each sample's views first go through Isaac-GR00T's
 training crop, resize and colour jitter there: augment.py, `sample_transform`), `prepare` on the host
 (tokenisation, normalisation, the random draws), `finish` on the device
-(images resized and normalised, dtypes).
+(images resized and normalised, dtypes). With the loader option `preprocess: workers` the workers run `prepare`
+and `host_finish` (the images resized and normalised to float32) too, where Isaac-GR00T's workers do them.
 """
 
 from __future__ import annotations
@@ -230,11 +231,21 @@ class Gr00tProcessor(ProcessorSteps):
         )
         return out
 
-    def finish(self, batch: dict, dtype: torch.dtype) -> dict:
-        """On the device, inside the step: the frames become the model's images; floating inputs in the model's
-        input dtype except the Beta draw (the model casts it itself), as batch.to_device does."""
+    def host_finish(self, batch: dict) -> dict:
+        """In the loader's workers (`preprocess: workers`): the frames become the model's float32 images on the
+        CPU, as Isaac-GR00T's collator ships its normalised pixel values (four times uint8's bytes to pin and
+        copy)."""
         out = dict(batch)
         out["images"] = self.images(out.pop("frames"))
+        return out
+
+    def finish(self, batch: dict, dtype: torch.dtype) -> dict:
+        """On the device, inside the step: the frames become the model's images (unless the workers made them:
+        host_finish); floating inputs in the model's input dtype except the Beta draw (the model casts it
+        itself), as batch.to_device does."""
+        out = dict(batch)
+        if "frames" in out:
+            out["images"] = self.images(out.pop("frames"))
         return {k: v.to(dtype) if v.is_floating_point() and k != "beta_sample" else v for k, v in out.items()}
 
     @staticmethod

@@ -2,7 +2,8 @@
 # On the device machine, with .isaac carried (prepare.sh): Isaac-GR00T's own N1.6 training step beside vlabench's
 # community, cuda-graphs and compile rungs, timed and profiled by step.py in one process on the same GPU; then each
 # side with its own data path over one LeRobot dataset (written here by vlabench make-dataset unless DATASET names
-# one). DATA_ONLY=1 times only the data paths; DATA_STEPS (default 100) their timed steps. DIAGNOSE=1 runs
+# one). DATA_ONLY=1 times only the data paths; DATA_STEPS (default 100) their timed steps; DATA_REPEATS (default 1)
+# alternates the two data-path sides that many times (theirs, ours, theirs, ...). DIAGNOSE=1 runs
 # diagnose.py instead (where their data path's time goes; SINGLE_THREAD=1 adds its single-thread phase).
 set -uo pipefail
 out=${OUT:-/tmp/out}
@@ -12,11 +13,14 @@ tar -xJf .isaac/av.tar.xz -C /tmp/avsite  # PyAV (prepare.sh)
 export PYTHONPATH=/tmp/avsite
 WHEELS=.isaac/wheels SITE=/tmp/isite source scripts/device-setup.sh  # their pinned transformers & co, vlabench
 root=$(pwd)
+export VLABENCH_GIT_SHA=${VLABENCH_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null)}
+export VLABENCH_GIT_DIRTY=${VLABENCH_GIT_DIRTY:-$([ -n "$(git status --porcelain 2>/dev/null | grep -v "^??")" ] && echo 1 || echo 0)}
 dataset=${DATASET:-/tmp/datasets/libero-synthetic}
 [ -f "$dataset/meta/info.json" ] || vlabench make-dataset --source synthetic --episodes "${EPISODES:-60}" \
   --out "$dataset" --overwrite 2>&1 | tail -2
 script=scripts/isaac-gr00t-reference/step.py
-args=(--out "$out/isaac-gr00t-reference.json" --dataset "$dataset" --data-steps "${DATA_STEPS:-100}")
+args=(--out "$out/isaac-gr00t-reference.json" --dataset "$dataset" --data-steps "${DATA_STEPS:-100}"
+  --data-repeats "${DATA_REPEATS:-1}")
 [ "${DATA_ONLY:-0}" = 1 ] && args+=(--data-only)
 if [ "${DIAGNOSE:-0}" = 1 ]; then  # where their data path's time goes (diagnose.py), instead of the comparison
   script=scripts/isaac-gr00t-reference/diagnose.py
