@@ -151,8 +151,9 @@ class ModelFamily:
         """Largest relative loss difference to the baseline rung that is still the same math, and why."""
         raise NotImplementedError
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
-        """Analytic remarks on what a rung changes, for tables (raw option mappings in)."""
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload, processes: int = 1) -> list[str]:
+        """Analytic remarks on what a rung changes, for tables (raw option mappings in), for a rung run on `processes`
+        data-parallel processes."""
         return []
 
     # -- knobs: what the harness asks instead of reading option values by name (raw option mappings in and out)

@@ -52,7 +52,9 @@ def test_options_and_targets():
     assert tol == 5e-2 and "FP8" in why
     full = replace(WORKLOAD, model_size="full", batch_size=16, text_tokens=92)
     notes = FAMILY.rung_notes({"vl_pad": 220}, {"vl_pad": 220, "cuda_graphs": True}, full)
-    assert len(notes) == 1 and "CUDA graph" in notes[0]
+    assert len(notes) == 1 and "CUDA graph" in notes[0] and "all-reduce" not in notes[0]  # one process: none
+    notes = FAMILY.rung_notes({"vl_pad": 220}, {"vl_pad": 220, "cuda_graphs": True}, full, processes=2)
+    assert "all-reduce runs after the replay" in notes[0]
 
 
 def test_graphed_step_needs_cuda_tensors():
@@ -102,8 +104,10 @@ def test_in_graph_gradient_sync_options_and_refusals():
     wrapper.module = model
     with pytest.raises(ValueError, match="grad_sync: in-graph needs the harness's gradient buckets"):
         GraphedStep(FAMILY.loss, wrapper, optimizer, 64, 0, grad_sync="in-graph")
-    notes = FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, in_graph, WORKLOAD)
+    notes = FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, in_graph, WORKLOAD, processes=2)
     assert any("captured into the graph" in n for n in notes)
+    # one process has no all-reduce to capture (a rung after an unsupported multi-process rung inherits the option)
+    assert not FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, in_graph, WORKLOAD)
 
 
 def test_a_captured_optimizer_step_refuses_a_changed_learning_rate():

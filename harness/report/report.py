@@ -100,7 +100,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
             if reserved is not None and peak is not None and reserved > RESERVED_NOTE * peak:
                 # a CUDA graph's private pool is reserved, not allocated, once captured: the allocated peak misses it
                 n.append(f"reserved {reserved:.1f} GiB (allocated peak {peak:.1f})")
-            n += family.rung_notes(prev["options"] if prev else None, r["options"], workload)
+            n += family.rung_notes(prev["options"] if prev else None, r["options"], workload, r.get("world_size") or 1)
             prev = r
         notes[r["name"]] = n
     return notes

@@ -72,7 +72,7 @@ class Gr00tFamily(ModelFamily):
             "0.9% per step over 30 steps on an H200)"
         )
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload, processes: int = 1) -> list[str]:
         """Analytic remarks on what a rung changes, for tables."""
         notes = []
         prev, opts = parse_options(previous or {}), parse_options(options)
@@ -87,7 +87,7 @@ class Gr00tFamily(ModelFamily):
             )
         if opts.vl_pad is not None and opts.vl_pad != prev.vl_pad:
             notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
-        if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph":
+        if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph" and processes > 1:
             notes.append("each gradient bucket's all-reduce captured into the graph, overlapping the rest of backward")
         if opts.adamw != prev.adamw:
             notes.append(f"AdamW {opts.adamw} (torch's multi-tensor kernels; the same update up to rounding)")
@@ -95,8 +95,12 @@ class Gr00tFamily(ModelFamily):
             notes.append("gradient clipping and the AdamW step replayed from a second CUDA graph after the first")
         if opts.cuda_graphs and not prev.cuda_graphs:
             notes.append(
-                "forward and backward replayed as one CUDA graph per batch shape; the gradient all-reduce "
-                "runs after the replay, no longer overlapping backward"
+                "forward and backward replayed as one CUDA graph per batch shape"
+                + (
+                    "; the gradient all-reduce runs after the replay, no longer overlapping backward"
+                    if processes > 1
+                    else ""
+                )
             )
         return notes
 

@@ -66,7 +66,7 @@ class Pi05Family(ModelFamily):
             "bf16 weights updated by AdamW drift apart over the warm-up and timed steps"
         )
 
-    def rung_notes(self, previous: dict | None, options: dict, workload: Workload) -> list[str]:
+    def rung_notes(self, previous: dict | None, options: dict, workload: Workload, processes: int = 1) -> list[str]:
         """Analytic remarks on what a rung changes, for tables (e.g. attention memory saved by flex)."""
         notes = []
         prev = parse_options(previous or {})

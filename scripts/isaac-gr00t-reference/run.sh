@@ -5,6 +5,7 @@
 # one). DATA_ONLY=1 times only the data paths; DATA_STEPS (default 100) their timed steps; DATA_REPEATS (default 1)
 # alternates the two data-path sides that many times (theirs, ours, theirs, ...). DIAGNOSE=1 runs
 # diagnose.py instead (where their data path's time goes; SINGLE_THREAD=1 adds its single-thread phase).
+# Pass VLABENCH_GIT_SHA (and VLABENCH_GIT_DIRTY=0/1) from the sending checkout: the device copy's .git can be stale.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/avsite
@@ -13,8 +14,6 @@ tar -xJf .isaac/av.tar.xz -C /tmp/avsite  # PyAV (prepare.sh)
 export PYTHONPATH=/tmp/avsite
 WHEELS=.isaac/wheels SITE=/tmp/isite source scripts/device-setup.sh  # their pinned transformers & co, vlabench
 root=$(pwd)
-export VLABENCH_GIT_SHA=${VLABENCH_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null)}
-export VLABENCH_GIT_DIRTY=${VLABENCH_GIT_DIRTY:-$([ -n "$(git status --porcelain 2>/dev/null | grep -v "^??")" ] && echo 1 || echo 0)}
 dataset=${DATASET:-/tmp/datasets/libero-synthetic}
 [ -f "$dataset/meta/info.json" ] || vlabench make-dataset --source synthetic --episodes "${EPISODES:-60}" \
   --out "$dataset" --overwrite 2>&1 | tail -2
