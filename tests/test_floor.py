@@ -106,6 +106,7 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     )
     profile = json.loads(out.read_text())
     assert profile["steps"] == 2 and profile["wall_s"] > 0 and profile["data_wait_s"] == 0
+    assert profile["provenance"]["command"].startswith("vlabench profile") and profile["provenance"]["torch"]
     assert "ms per step (median of 2)" in capsys.readouterr().out
     assert main(["profile", str(scenario), "--rung", "nope", "--target", "cpu"]) == 2
 

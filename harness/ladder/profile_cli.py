@@ -26,8 +26,6 @@ def add_profile_arguments(prof) -> None:
 
 
 def cmd_profile(args) -> int:
-    import json as json_
-
     from ..machine.hardware import capabilities
     from ..scenario import load_scenario
     from ..spec import scenario_spec
@@ -59,17 +57,9 @@ def cmd_profile(args) -> int:
     batch_size = spec.workload.batch_size
     print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
     if args.out:
+        from ..results import _write_atomic, provenance
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            json_.dumps(
-                {
-                    "scenario": scenario.name,
-                    "rung": args.rung,
-                    "target": target.name,
-                    "batch_size": batch_size,
-                    **result,
-                },
-                indent=1,
-            )
-        )
+        record = {"scenario": scenario.name, "rung": args.rung, "target": target.name, "batch_size": batch_size}
+        _write_atomic(args.out, {**record, **result, "provenance": provenance(["vlabench", *args.argv])})
     return EXIT_OK
