@@ -71,3 +71,31 @@ def test_the_diagnosis_script_loads_beside_the_step_script():
     assert module.reference.synthetic_batch and module.data_path.DECODER_THREADS is None
     ticks = module.process_cores([os.getpid()])
     assert list(ticks.values())[0] > 0  # this process has used CPU time
+
+
+def test_data_paths_alternate_the_sides_and_take_the_median_pair(tmp_path, monkeypatch):
+    """--data-repeats N: theirs, ours, theirs, ours, ...; the ratio per pair and their median and range; a side that
+    fails leaves its pair out and the others stand."""
+    step = load_step_script()
+    calls, theirs_rates, ours_rates = [], iter([100.0, 100.0, 80.0]), iter([120.0, 150.0, None])
+
+    def side(name, rates):
+        def measure(*_):
+            calls.append(name)
+            rate = next(rates)
+            if rate is None:
+                raise RuntimeError("community rung: crashed")
+            return {"samples_per_s": rate, "samples_per_s_window": rate / 2, "step_times_s": [16 / rate]}
+
+        return measure
+
+    monkeypatch.setattr(step, "isaac_data_step", side("theirs", theirs_rates))
+    monkeypatch.setattr(step, "vlabench_data_rung", side("ours", ours_rates))
+    result, out = {}, tmp_path / "r.json"
+    step.data_paths(result, tmp_path / "dataset", 50, "h200", out, repeats=3)
+    assert calls == ["theirs", "ours"] * 3
+    assert [p["samples_per_s"] for p in result["data_path_pairs"]] == [1.2, 1.5]
+    summary = result["data_path_ours_over_theirs"]
+    assert summary == {"samples_per_s": 1.35, "samples_per_s_window": 1.35, "min": 1.2, "max": 1.5, "pairs": 2}
+    assert "error" in result["vlabench_community_data_3"] and "isaac_gr00t_data_2" in result
+    assert '"data_path_pairs"' in out.read_text()
