@@ -12,6 +12,9 @@ memory: every frame decoded once before the first step and held on the device (h
   `prepared_rows`, gathers them too, prepared once with what the family derives from a row alone). For training
   runs whose input a per-sample decode cannot feed; no reference trains so.
 
+With `preprocess: workers` the family's host-side preprocessing (and the CPU part of its device-side finish) runs
+in the torch or async loader's worker processes instead, as Isaac-GR00T's collator does it (WorkerPreprocess).
+
 Both draw the same batches: the sample order is a seeded permutation (a new one per epoch) and the random
 draws of each batch (flow-matching noise and time) come from a generator seeded by the batch's index. A
 per-sample transform in the workers (`augment:`, the family's training augmentation) draws from a generator
