@@ -384,3 +384,38 @@ def test_flow_time_follows_the_reference_distribution():
     t = (1 - u) * 0.999
     assert 0 <= t.min() and t.max() <= 0.999
     assert u.mean().item() == pytest.approx(0.6, abs=3e-3)  # Beta(1.5, 1) has mean 1.5 / 2.5
+
+
+def test_full_252_is_the_released_model_at_the_references_view_size():
+    """full-252: the same parameters as full, an 18x18 patch grid from 252-pixel views and 81 tokens per view (2 x 81
+    + 92 = 254 VL tokens for the FLOPs); its processor makes 252-pixel images and 81 <IMG_CONTEXT> per view."""
+    from models import get_family
+    from models.gr00t import SIZES, vl_tokens
+
+    full, wide = SIZES["full"], SIZES["full-252"]
+    with torch.device("meta"):
+        shapes = [{k: v.shape for k, v in Gr00tModel(cfg).state_dict().items()} for cfg in (full, wide)]
+    assert shapes[0] == shapes[1]
+    assert (wide.vision.image_size, wide.vision.patches, wide.vision.tokens) == (252, 18, 81)
+    ladder = Workload(batch_size=16, cameras=2, text_tokens=92, action_horizon=50)
+    assert vl_tokens("full-252", ladder) == 254 and vl_tokens("full", ladder) == 220
+    family = get_family("gr00t")
+    assert family.flops_per_sample("full-252", ladder) > 1.05 * family.flops_per_sample("full", ladder)
+    processor = family.data_processor("full-252", ladder, None, None)
+    frames = torch.randint(0, 256, (1, 2, 256, 256, 3), dtype=torch.uint8)
+    raw = {"frames": frames, "state": torch.zeros(1, 8), "task": ["Put the bowl on the plate."]}
+    batch = processor.finish(processor.prepare(raw), torch.float32)
+    assert batch["images"].shape == (1, 2, 3, 252, 252)
+    assert (batch["input_ids"] == wide.image_token_id).sum() == 2 * 81
+
+
+def test_a_view_size_off_the_learned_grid_trains_end_to_end():
+    """What full-252 relies on, at tiny size: views of 84 pixels (a 6x6 patch grid against the learned 4x4), the
+    position grid resized, 9 tokens per view filling the prompt's image tokens, a finite loss and gradients."""
+    cfg = replace(TINY, vision=replace(TINY.vision, image_size=84))
+    model, b = tiny(cfg=cfg), batch(cfg=cfg)
+    assert b["images"].shape[-1] == 84 and ((b["input_ids"] == cfg.image_token_id).sum(1) == 2 * 9).all()
+    loss = seeded_loss(model, b)
+    loss.backward()
+    assert torch.isfinite(loss) and model.vision.pos_embed.weight.grad is None  # SigLIP2 stays frozen
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -8,7 +8,7 @@ defaults the config does not set: biases, tanh-GELU, LayerNorm eps, 256-channel 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -127,4 +127,10 @@ TINY = Gr00tConfig(
     tune_top_llm_layers=2,
 )
 
-SIZES = {"full": FULL, "tiny": TINY}
+# The released model fed the views Isaac-GR00T's LIBERO fine-tuning feeds it: its transforms give 256x256 frames and
+# Eagle's processor resizes them to the multiple of 28 below (`smart_resize`), 252: an 18x18 patch grid (the learned
+# 16x16 position grid resized) and 81 LLM tokens per view. The same weights as `full`, whose 224 (64 tokens) is
+# LoongForge's published workload; this size measures our step at the reference's input size.
+FULL_252 = replace(FULL, vision=replace(FULL.vision, image_size=252))
+
+SIZES = {"full": FULL, "full-252": FULL_252, "tiny": TINY}

@@ -458,9 +458,10 @@ def isaac_data_step(dataset: Path, timed: int) -> dict:
     )
 
 
-def vlabench_data_rung(dataset: Path, timed: int, target_name: str) -> dict:
+def vlabench_data_rung(dataset: Path, timed: int, target_name: str, size: str = "full") -> dict:
     """vlabench's community rung over `dataset` as `vlabench run scenarios/gr00t-loongforge.yaml --rungs community
-    --dataset PATH --target TARGET` runs it (its own process), over the same warm-up and timed steps."""
+    --dataset PATH --target TARGET` runs it (its own process), over the same warm-up and timed steps, at the model
+    size `size` (full-252: the reference's 252-pixel views)."""
     import dataclasses
 
     sys.path.insert(0, str(ROOT))
@@ -475,13 +476,14 @@ def vlabench_data_rung(dataset: Path, timed: int, target_name: str) -> dict:
     if error:
         raise ValueError(error)
     rung = next(r for r in scenario.ladder if r.name == "community")
-    spec = scenario_spec(scenario, target, rung)
+    spec = scenario_spec(scenario, target, rung, model_size=size)
     workload = dataclasses.replace(spec.workload, warmup_steps=DATA_WARMUP, timed_steps=timed)
     record = run_rung_process(dataclasses.replace(spec, workload=workload), print, timeout_s=None)
     if record.get("status") != "ok":
         raise RuntimeError(f"community rung: {record.get('status')}: {record.get('reason')}")
     keep = ("samples_per_s", "data_wait_ms", "loader", "peak_memory_gib", "losses")
     return {
+        "model_size": size,
         "options": rung.cumulative,
         "loader_options": rung.loader_cumulative,
         "batch_size": workload.batch_size,
@@ -516,7 +518,9 @@ def report_data_side(name: str, side: dict) -> None:
     )
 
 
-def data_paths(result: dict, dataset: Path, timed: int, target: str, out: Path, repeats: int = 1) -> None:
+def data_paths(
+    result: dict, dataset: Path, timed: int, target: str, out: Path, repeats: int = 1, size: str = "full"
+) -> None:
     """Both sides with their own data path over `dataset`, alternated `repeats` times (theirs, ours, theirs, ...:
     the host drifts over a call, so each pair is measured back to back), and ours over theirs in samples/s: per
     pair, and the median of the pairs with their range."""
@@ -525,7 +529,7 @@ def data_paths(result: dict, dataset: Path, timed: int, target: str, out: Path, 
         suffix = "" if r == 0 else f"_{r + 1}"
         theirs_key, ours_key = f"isaac_gr00t_data{suffix}", f"vlabench_community_data{suffix}"
         measure_side(result, theirs_key, lambda: isaac_data_step(dataset, timed), report_data_side, out)
-        run_ours = lambda: vlabench_data_rung(dataset, timed, target)  # noqa: E731
+        run_ours = lambda: vlabench_data_rung(dataset, timed, target, size)  # noqa: E731
         measure_side(result, ours_key, run_ours, report_data_side, out)
         theirs, ours = result[theirs_key], result[ours_key]
         if "samples_per_s" in theirs and "samples_per_s" in ours:
@@ -681,6 +685,12 @@ def main() -> int:
         "--data-repeats", type=int, default=1, help="data-path pairs, alternated theirs, ours, theirs, ..."
     )
     parser.add_argument("--target", default="h200", help="vlabench's target for its community rung")
+    parser.add_argument(
+        "--size",
+        default="full",
+        choices=("full", "full-252"),
+        help="our community rung's model size on its data path (full-252: the reference's 252-pixel views)",
+    )
     args = parser.parse_args()
     if args.table:
         results = {path.stem: json.loads(path.read_text()) for path in args.table}
@@ -703,7 +713,7 @@ def main() -> int:
     if args.dataset is not None:
         result["dataset"] = str(args.dataset)
     if args.data_only:
-        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats)
+        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size)
         return 0
     # the reference first: our compile rung leaves a large Python heap (dynamo's and inductor's objects) that
     # every later garbage collection would scan
@@ -730,7 +740,7 @@ def main() -> int:
             result["ours_over_theirs"] = result["vlabench_community"]["over_isaac_gr00t"]
         args.out.write_text(json.dumps(result, indent=1))
     if args.dataset is not None:
-        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats)
+        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size)
     return 0
 
 
