@@ -21,3 +21,7 @@ if [ "${VLABENCH_PREPARED:-0}" != 1 ]; then
   fi
   "${PYTHON:-python3}" -m pip install -q --no-deps --no-build-isolation -e . >> "$pip_log" 2>&1
 fi
+# A device machine's copy of the tree may carry a stale .git (a copy of an older checkout): results then name the
+# wrong commit unless the caller passes the commit it sent.
+[ -n "${VLABENCH_GIT_SHA:-}" ] || echo "device-setup: VLABENCH_GIT_SHA is unset: provenance reads this copy's .git," \
+  "which may be stale; pass VLABENCH_GIT_SHA=<sent commit> VLABENCH_GIT_DIRTY=0|1" >&2
