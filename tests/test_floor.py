@@ -228,3 +228,38 @@ def test_a_floor_measured_apart_serves_only_one_process_ladders_of_its_workload(
     assert attached["l"]["floor"]["from"] == "f2" and attached["l"]["floor"]["totals"]["bf16"]["samples_per_s"] == 2
     assert "floor" not in attached["d"] and "floor" not in attached["b"] and attached["o"] is own
     assert "floor" not in ladder  # the results given are not changed
+
+
+def test_device_gaps_split_idle_time_by_size_and_name_the_kernels_around_the_largest():
+    """Kernels overlapping on two streams count once in the busy time; the gaps between the kernels' union fall
+    into the size classes, per step; the largest gaps name the kernels on either side."""
+    from harness.ladder.profile import device_gaps, profile_table
+
+    kernels = [  # (start_us, end_us, name) over 2 steps
+        (0, 100, "gemm"),
+        (50, 120, "copy on a side stream"),  # overlaps gemm: 20 us of new busy time
+        (125, 200, "norm"),  # 5 us after the union's end
+        (250, 300, "gelu"),  # 50 us
+        (800, 900, "gemm"),  # 500 us: the host
+        (904, 1000, "adamw"),  # 4 us
+    ]
+    d = device_gaps(kernels, steps=2, top=2)
+    assert d["busy_s"] == pytest.approx((120 + 75 + 50 + 100 + 96) / 1e6 / 2)
+    assert d["gaps"]["under_10us"] == {"count_per_step": 1.0, "ms_per_step": pytest.approx(9 / 1e3 / 2)}
+    assert d["gaps"]["10_to_100us"] == {"count_per_step": 0.5, "ms_per_step": pytest.approx(50 / 1e3 / 2)}
+    assert d["gaps"]["over_100us"] == {"count_per_step": 0.5, "ms_per_step": pytest.approx(500 / 1e3 / 2)}
+    assert d["gap_s"] == pytest.approx(559 / 1e6 / 2)
+    assert d["largest_gaps"] == [
+        {"us": 500, "after": "gelu", "before": "gemm"},
+        {"us": 50, "after": "norm", "before": "gelu"},
+    ]
+    profile = {
+        "wall_s": 0.6e-3, "steps": 2, "data_wait_s": 0.0, "device_busy_share": 0.7, "kernel_s": 0.4e-3,
+        "kernel_launches": 3, "idle_s": 0.2e-3, "top_kernels": [], "device": d,
+    }  # fmt: skip
+    text = profile_table("toy", profile)
+    assert (
+        "gaps between kernels 0.3 ms: under 10 us: 1.0 (0.0 ms), 10-100 us: 0.5 (0.0 ms), over 100 us: 0.5 (0.2 ms)"
+        in text
+    )
+    assert "gap of 500 us after gelu before gemm" in text

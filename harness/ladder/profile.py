@@ -2,8 +2,8 @@
 
 The rung is built exactly as `vlabench run` builds it (harness/ladder/rung.py), warmed up, then a few steps run under
 torch.profiler. Reported per step: the wall time, the time the device spent in kernels and the rest (launch gaps:
-the device idle while the host issues work or waits, e.g. for data), the data wait, and the kernels that take the
-most time. A launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
+the device idle while the host issues work or waits, e.g. for data), the data wait, the kernels that take the
+most time, and on a GPU the idle gaps between kernels by size, with the largest and the kernels around them. A launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
 """
 
 from __future__ import annotations
@@ -53,18 +53,60 @@ def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
     }
 
 
+# Gaps between one kernel's end and the next one's start, by size: under 10 us is the device's own latency between
+# dependent kernels (what fewer, larger kernels remove); over 100 us the device waited for the host (Python work,
+# a sync, a copy or data); between, either.
+GAP_CLASSES = (("under_10us", 0.0, 10.0), ("10_to_100us", 10.0, 100.0), ("over_100us", 100.0, float("inf")))
+GAP_SHOWN = {"under_10us": "under 10 us", "10_to_100us": "10-100 us", "over_100us": "over 100 us"}
+
+
+def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 5) -> dict:
+    """From the kernels' (start_us, end_us, name) over the profiled steps, per step: the device's busy time (the
+    union of the kernels' intervals: kernels on several streams at once count once) and its idle gaps between the
+    first kernel and the last, by size class (count and ms), with the `top` largest gaps and the kernels on either
+    side of each."""
+    busy_us, gaps, end, last = 0.0, [], None, None
+    for start, stop, name in sorted(kernels):
+        if end is None or start > end:
+            if end is not None:
+                gaps.append((start - end, last, name))
+            busy_us += stop - start
+            end, last = stop, name
+        elif stop > end:  # overlaps the running interval: only the part beyond it is new busy time
+            busy_us += stop - end
+            end, last = stop, name
+    classes = {
+        label: {
+            "count_per_step": sum(lo <= g < hi for g, _, _ in gaps) / steps,
+            "ms_per_step": sum(g for g, _, _ in gaps if lo <= g < hi) / 1e3 / steps,
+        }
+        for label, lo, hi in GAP_CLASSES
+    }
+    largest = sorted(gaps, key=lambda g: -g[0])[:top]
+    return {
+        "busy_s": busy_us / 1e6 / steps,
+        "gap_s": sum(g for g, _, _ in gaps) / 1e6 / steps,
+        "gaps": classes,
+        "largest_gaps": [{"us": g, "after": a[:120], "before": b[:120]} for g, a, b in largest],
+    }
+
+
 def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: int = 15) -> dict:
     """Per step of a torch.profiler run over `steps` steps of median wall time `wall_s`: the time the device spent
-    in kernels, the rest (idle: launch gaps, host work, waits), the kernel launches and the top kernels."""
+    in kernels, the rest (idle: launch gaps, host work, waits), the kernel launches, the top kernels and (on a GPU)
+    the idle gaps between kernels by size (device_gaps)."""
     kernels: dict[str, list[float]] = defaultdict(list)
+    intervals = []
     for event in prof.events():
         # device-side user annotations (e.g. "Optimizer.step#AdamW.step") span kernels: counting them too would
         # count those kernels twice
         if event.device_type == torch.autograd.DeviceType.CUDA and not is_annotation(event.name):
             kernels[event.name].append(event.device_time_total / 1e6)
+            intervals.append((event.time_range.start, event.time_range.end, event.name))
     kernel_s = sum(sum(v) for v in kernels.values()) / steps
     ranked = sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]
     return {
+        **({"device": device_gaps(intervals, steps)} if on_gpu and intervals else {}),
         "steps": steps,
         "wall_s": wall_s,
         "kernel_s": kernel_s,
@@ -91,6 +133,18 @@ def profile_table(name: str, p: dict) -> str:
             f"{p['kernel_launches']:.0f} kernel launches per step; the device idle {1e3 * p['idle_s']:.1f} ms "
             "(launch gaps, host work, waits)"
         )
+    if p.get("device"):
+        d = p["device"]
+        classes = ", ".join(
+            f"{GAP_SHOWN[label]}: {c['count_per_step']:.{0 if c['count_per_step'] >= 10 else 1}f} "
+            f"({c['ms_per_step']:.1f} ms)"
+            for label, c in d["gaps"].items()
+        )
+        head.append(
+            f"device busy {1e3 * d['busy_s']:.1f} ms per step (kernels' union); gaps between kernels "
+            f"{1e3 * d['gap_s']:.1f} ms: {classes}"
+        )
+        head += [f"  gap of {g['us']:.0f} us after {g['after']} before {g['before']}" for g in d["largest_gaps"]]
     rows = [[k["name"], f"{k['calls_per_step']:.0f}", f"{k['ms_per_step']:.2f}"] for k in p["top_kernels"]]
     return "\n".join(
         [*head, tabulate(rows, headers=("kernel", "calls per step", "ms per step"), disable_numparse=True)]
