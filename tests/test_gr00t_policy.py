@@ -65,7 +65,7 @@ def test_checkpoint_folder_with_processor_files(tmp_path):
 def test_errors_are_one_line(tmp_path):
     with pytest.raises(PolicyError, match="needs --checkpoint"):
         make_policy("gr00t", None)
-    with pytest.raises(PolicyError, match="--model-size: expected one of full, tiny"):
+    with pytest.raises(PolicyError, match="--model-size: expected one of full, full-252, tiny"):
         make_policy("gr00t", "random", model_size="huge", device="cpu")
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(PolicyError, match="model.safetensors: not a readable safetensors file"):
