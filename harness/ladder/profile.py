@@ -3,7 +3,8 @@
 The rung is built exactly as `vlabench run` builds it (harness/ladder/rung.py), warmed up, then a few steps run under
 torch.profiler. Reported per step: the wall time, the time the device spent in kernels and the rest (launch gaps:
 the device idle while the host issues work or waits, e.g. for data), the data wait, the kernels that take the
-most time, and on a GPU the idle gaps between kernels by size, with the largest and the kernels around them. A launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
+most time, and on a GPU the idle gaps between kernels by size, with the largest and the kernels around them. A
+launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
 # Gaps between one kernel's end and the next one's start, by size: under 10 us is the device's own latency between
 # dependent kernels (what fewer, larger kernels remove); over 100 us the device waited for the host (Python work,
 # a sync, a copy or data); between, either.
-GAP_CLASSES = (("under_10us", 0.0, 10.0), ("10_to_100us", 10.0, 100.0), ("over_100us", 100.0, float("inf")))
-GAP_SHOWN = {"under_10us": "under 10 us", "10_to_100us": "10-100 us", "over_100us": "over 100 us"}
+# (key, shown as, from us, below us)
+GAP_CLASSES = (
+    ("under_10us", "under 10 us", 0.0, 10.0),
+    ("10_to_100us", "10-100 us", 10.0, 100.0),
+    ("over_100us", "over 100 us", 100.0, float("inf")),
+)
 
 
 def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 5) -> dict:
@@ -80,7 +85,7 @@ def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 
             "count_per_step": sum(lo <= g < hi for g, _, _ in gaps) / steps,
             "ms_per_step": sum(g for g, _, _ in gaps if lo <= g < hi) / 1e3 / steps,
         }
-        for label, lo, hi in GAP_CLASSES
+        for label, _, lo, hi in GAP_CLASSES
     }
     largest = sorted(gaps, key=lambda g: -g[0])[:top]
     return {
@@ -135,11 +140,11 @@ def profile_table(name: str, p: dict) -> str:
         )
     if p.get("device"):
         d = p["device"]
-        classes = ", ".join(
-            f"{GAP_SHOWN[label]}: {c['count_per_step']:.{0 if c['count_per_step'] >= 10 else 1}f} "
-            f"({c['ms_per_step']:.1f} ms)"
-            for label, c in d["gaps"].items()
-        )
+        parts = []
+        for label, shown, _, _ in GAP_CLASSES:
+            n, ms = d["gaps"][label]["count_per_step"], d["gaps"][label]["ms_per_step"]
+            parts.append(f"{shown}: {n:.{0 if n >= 10 else 1}f} ({ms:.1f} ms)")
+        classes = ", ".join(parts)
         head.append(
             f"device busy {1e3 * d['busy_s']:.1f} ms per step (kernels' union); gaps between kernels "
             f"{1e3 * d['gap_s']:.1f} ms: {classes}"

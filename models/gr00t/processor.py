@@ -243,9 +243,7 @@ class Gr00tProcessor(ProcessorSteps):
         """On the device, inside the step: the frames become the model's images (unless the workers made them:
         host_finish); floating inputs in the model's input dtype except the Beta draw (the model casts it
         itself), as batch.to_device does."""
-        out = dict(batch)
-        if "frames" in out:
-            out["images"] = self.images(out.pop("frames"))
+        out = self.host_finish(batch) if "frames" in batch else batch
         return {k: v.to(dtype) if v.is_floating_point() and k != "beta_sample" else v for k, v in out.items()}
 
     @staticmethod
