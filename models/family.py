@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Protocol, get_args, get_type_hints
 import torch
 from torch import nn
 
+from .clipped_adamw import ClippedAdamW
 from .schema import POSITIVE, SchemaError, parse, to_plain
 from .workload import Dtype, Workload
 
@@ -315,12 +316,23 @@ def standard_step(
     def step(batch: dict) -> torch.Tensor:
         loss = loss_fn(model, batch)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
+        clip_and_step(optimizer, params, clip)
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
     return step
+
+
+def clip_and_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], clip: float) -> None:
+    """Clip the gradients' total norm to `clip`, then the optimizer step. An optimizer that clips inside its own
+    update (models/clipped_adamw.py) does both in its step, to the norm it was made with."""
+    if isinstance(optimizer, ClippedAdamW):
+        if optimizer.max_norm != clip:
+            raise ValueError(f"the optimizer clips to {optimizer.max_norm}, the step asks for {clip}")
+        optimizer.step()
+        return
+    torch.nn.utils.clip_grad_norm_(params, clip)
+    optimizer.step()
 
 
 __all__ = [
@@ -334,6 +346,7 @@ __all__ = [
     "ModelFamily",
     "SchemaError",
     "Step",
+    "clip_and_step",
     "TORCH_DTYPES",
     "Workload",
     "standard_step",

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .clipped_adamw import ClippedAdamW
+
 WARMUP = 3  # eager forward/backward passes before a capture (torch's documented recipe; LoongForge's default)
 
 
@@ -45,6 +47,15 @@ def warm_up(
             then()
     torch.cuda.current_stream().wait_stream(side)
     drop_grads(params)
+
+
+def prepare_optimizer(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+    """What an optimizer step needs before its capture: a compiled update (ClippedAdamW) compiled by a warm-up
+    that moves nothing; otherwise the state made once (init_optimizer_state), leaving zero gradients."""
+    if isinstance(optimizer, ClippedAdamW):
+        optimizer.warm_up()
+    elif not optimizer.state:
+        init_optimizer_state(optimizer, params)
 
 
 def init_optimizer_state(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:

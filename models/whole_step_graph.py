@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .graph_capture import WARMUP, check_learning_rates, init_optimizer_state, learning_rates, shape_key, warm_up
+from .family import clip_and_step
+from .graph_capture import WARMUP, check_learning_rates, learning_rates, prepare_optimizer, shape_key, warm_up
 
 
 @dataclass
@@ -76,8 +77,7 @@ class WholeStepGraph:
     def _step(self, inputs: dict) -> torch.Tensor:
         loss = self.loss_fn(self.model, inputs)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
+        clip_and_step(self.optimizer, self.params, self.clip)
         return loss
 
     def _capture(self, batch: dict) -> _Graph:
@@ -87,8 +87,14 @@ class WholeStepGraph:
                     f"cuda_graphs: every batch tensor must be on a CUDA device, {name!r} is on {value.device}"
                 )
         inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        init = None if self.optimizer.state else lambda: init_optimizer_state(self.optimizer, self.params)
-        warm_up(self.warmup, self.loss_fn, self.model, inputs, self.params, then=init)
+        warm_up(
+            self.warmup,
+            self.loss_fn,
+            self.model,
+            inputs,
+            self.params,
+            then=lambda: prepare_optimizer(self.optimizer, self.params),
+        )
         graph = torch.cuda.CUDAGraph()
         # thread_local: a loader thread may copy the next batch to the device meanwhile
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):

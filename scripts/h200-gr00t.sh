@@ -2,7 +2,8 @@
 # One device call: the GR00T N1.6 ladder on H200s (scenarios/gr00t-loongforge.yaml, full model, 16 samples per
 # device, on a LIBERO-shaped dataset written on the machine), the GPU-only GR00T tests first.
 #   NPROC=2 on a machine of two H200s: the data-parallel ladder (results/h200/gr00t-loongforge-ddp2.json)
-#   TESTS=0 skips the tests; RUNGS=a,b measures only those rungs (appended to the result); FLOOR=0 skips the
+#   TESTS=0 skips the tests (TESTS_K=expr runs those pytest -k selects); PROFILE=rung profiles that rung after the
+#   ladder (synthetic batches, $OUT/gr00t-loongforge-profile-RUNG.json); RUNGS=a,b measures only those rungs (appended to the result); FLOOR=0 skips the
 #   kernel floor (timed first on one process, then each rung's share of it is in its note)
 # Writes the result straight under $OUT, so the rungs finished before a time limit come back.
 # Carry .whl-gr00t/ with the PyAV and torchao wheels (the machine has pyarrow and torch 2.11):
@@ -17,7 +18,7 @@ WHEELS=.whl-gr00t PIP_LOG=$out/pip.log source scripts/device-setup.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu.txt"
 nvidia-smi topo -m >> "$out/gpu.txt" 2>&1
 if [ "${TESTS:-1}" = 1 ]; then
-  python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py 2>&1 | tail -15 | tee "$out/gpu-tests.log"
+  python3 -m pytest -q -p no:cacheprovider tests/test_gr00t_rungs.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tail -15 | tee "$out/gpu-tests.log"
 fi
 dataset=/tmp/datasets/libero-synthetic
 [ -f "$dataset/meta/info.json" ] || vlabench make-dataset --source synthetic --episodes "${EPISODES:-60}" \
@@ -29,3 +30,7 @@ args=(--target h200 --dataset "$dataset" --out "$out/$name.json" --rung-timeout 
 if [ -n "${RUNGS:-}" ]; then args+=(--rungs "$RUNGS" --append); else args+=(--overwrite); fi
 [ -n "${RUNGS:-}" ] && [ -f "results/h200/$name.json" ] && cp "results/h200/$name.json" "$out/$name.json"
 vlabench run scenarios/gr00t-loongforge.yaml "${args[@]}" 2>&1 | tee "$out/$name.log" | grep -v "^    step\|^    warm-up"
+if [ -n "${PROFILE:-}" ]; then
+  vlabench profile scenarios/gr00t-loongforge.yaml --target h200 --synthetic --rung "$PROFILE" --steps 5 --overwrite \
+    --out "$out/gr00t-loongforge-profile-$PROFILE.json" 2>&1 | grep -v "^USDT" | tee "$out/profile.log"
+fi

@@ -40,6 +40,7 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
         "ok",
         "ok",
         "unsupported",
+        "ok",
         "unsupported",
     ]
     assert rungs["skip-lm-head"]["substituted"] == {
@@ -48,6 +49,9 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
     }
     # the rung that introduces the optimizer's graph is its measurement: nothing stands in for it on the CPU
     assert "CUDA" in rungs["graphed-optimizer"]["reason"] and not rungs["graphed-optimizer"].get("substituted")
+    # the clipping folded into the compiled AdamW update trains as the reference's clip and AdamW (without graphs)
+    assert rungs["compiled-optimizer"]["substituted"]["graph_optimizer"] == "True -> False"
+    assert rungs["compiled-optimizer"]["loss_parity"]["pass"]
     assert rungs["skip-lm-head"]["loss_parity"]["pass"]  # the discarded logits change no loss
     # compiled blocks (aot_eager on the CPU target) keep eager's dropout draws: parity holds tightly
     assert len(rungs["compile"]["applied"]["compile_units"]) == 2 + 4 + 4 and rungs["compile"]["loss_parity"]["pass"]

@@ -1,5 +1,5 @@
 """GR00T N1.6 rungs beyond the model: per-micro-batch CUDA graphs (`cuda_graphs`), the optimizer step in a graph
-of its own (`adamw: fused`, `graph_optimizer`) and FP8 DiT linears (`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
+of its own (`adamw: fused` or `compiled`, `graph_optimizer`) and FP8 DiT linears (`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
 installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
 
 import importlib.util
@@ -291,6 +291,57 @@ def test_graphed_optimizer_steps_match_eager_fused_steps():
     assert entry.optimizer_graph is not None and (step.captures, step.replays) == (1, 4)
     steps = {int(s["step"].item()) for s in step.optimizer.state.values()}
     assert steps == {4}  # the zero update that made the state is not counted
+    small = FAMILY.make_batches("tiny", replace(WORKLOAD, batch_size=1), 1, "cuda", torch.float32, 0)[0]
+    step(small)
+    assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {5}
+    assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
+
+
+def test_compiled_optimizer_trains_as_the_reference_optimizer():
+    """`adamw: compiled`: the family's ClippedAdamW (clipping at 1.0 in its update, compiled with the workload's
+    backend, aot_eager here); three standard steps give the losses and weights of torch's foreach AdamW after
+    clip_grad_norm_, the reference's optimizer."""
+    from models.clipped_adamw import ClippedAdamW
+
+    workload = replace(WORKLOAD, compile_backend="aot_eager")
+    opts = parse_options({"adamw": "compiled"})
+    model, ref_model = build({}, workload=workload), build({}, workload=workload)
+    optimizer = FAMILY.optimizer(model, opts, workload, "cpu")
+    assert isinstance(optimizer, ClippedAdamW) and optimizer.max_norm == 1.0
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [1e-5, 0.0]
+    step = FAMILY.make_step(model, optimizer, opts)
+    ref_step = FAMILY.make_step(ref_model, FAMILY.optimizer(ref_model, parse_options({}), workload, "cpu"), opts)
+    for module in (*model.modules(), *ref_model.modules()):
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    for batch in FAMILY.make_batches("tiny", workload, 3, "cpu", torch.float32, 0):
+        loss, ref = step(batch), ref_step(batch)
+        assert torch.allclose(loss, ref, rtol=1e-5), (loss, ref)
+    moved = 0
+    for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6), name
+        moved += p.requires_grad
+    assert moved > 0
+    notes = FAMILY.rung_notes({"adamw": "fused"}, {"adamw": "compiled"}, WORKLOAD)
+    assert notes == [n for n in notes if "clipping folded into the AdamW update" in n] and len(notes) == 1
+
+
+@needs_cuda
+def test_graphed_compiled_optimizer_matches_eager_fused_steps():
+    """`adamw: compiled` replayed from the optimizer graph (compiled by inductor before the capture, by a warm-up
+    that moves nothing): the losses and weights of the eager fused step over four steps, and a second shape's
+    capture keeps the state."""
+    graphed = {"vl_pad": 64, "cuda_graphs": True, "adamw": "compiled", "graph_optimizer": True}
+    eager, model, step = cuda_pair(graphed, dropout=False, eager_drops=("cuda_graphs", "graph_optimizer"))
+    eager_opts = parse_options({"vl_pad": 64, "adamw": "fused"})
+    eager_step = FAMILY.make_step(eager, FAMILY.optimizer(eager, eager_opts, WORKLOAD, "cuda"), eager_opts)
+    batches = FAMILY.make_batches("tiny", WORKLOAD, 4, "cuda", torch.float32, 0)
+    for i, batch in enumerate(batches):
+        loss, ref = step(batch), eager_step(batch)
+        assert torch.allclose(loss, ref, rtol=1e-4), (i, loss, ref)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6), name
+    assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {4}
     small = FAMILY.make_batches("tiny", replace(WORKLOAD, batch_size=1), 1, "cuda", torch.float32, 0)[0]
     step(small)
     assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {5}

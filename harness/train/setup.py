@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from models import ModelFamily, get_family
-from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, unimplemented
+from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, clip_and_step, unimplemented
 from models.tokenizers import BUILTIN
 
 from ..data.pipeline import DatasetFeed, feed_kind, reading
@@ -182,8 +182,7 @@ def accumulating_step(family: ModelFamily, model: torch.nn.Module, optimizer, cl
                 loss = family.loss(model, batch) / len(batches)
                 loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
-        torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
+        clip_and_step(optimizer, params, clip)
         optimizer.zero_grad(set_to_none=True)
         return total
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..clipped_adamw import ClippedAdamW
 from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from ..schema import SchemaError
@@ -18,6 +19,7 @@ from .processor import Gr00tProcessor, make_processor
 from .techniques import apply_options, count_parameters, set_tf32, weight_decay_groups
 
 WEIGHT_DECAY = 1e-5  # Isaac-GR00T's TrainingConfig / finetune default; LoongForge's run uses the same
+CLIP = 1.0  # the gradients' total norm is clipped to this (transformers' max_grad_norm, Isaac-GR00T's default)
 
 
 def vl_tokens(size: str, workload: Workload) -> int:
@@ -90,7 +92,12 @@ class Gr00tFamily(ModelFamily):
         if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph" and processes > 1:
             notes.append("each gradient bucket's all-reduce captured into the graph, overlapping the rest of backward")
         if opts.adamw != prev.adamw:
-            notes.append(f"AdamW {opts.adamw} (torch's multi-tensor kernels; the same update up to rounding)")
+            notes.append(
+                "gradient clipping folded into the AdamW update, compiled as one function: the gradients read twice "
+                "a step, never rewritten (the same update up to rounding)"
+                if opts.adamw == "compiled"
+                else f"AdamW {opts.adamw} (torch's multi-tensor kernels; the same update up to rounding)"
+            )
         if opts.graph_optimizer and not prev.graph_optimizer:
             notes.append("gradient clipping and the AdamW step replayed from a second CUDA graph after the first")
         if opts.cuda_graphs and not prev.cuda_graphs:
@@ -144,9 +151,16 @@ class Gr00tFamily(ModelFamily):
     ) -> torch.optim.Optimizer:
         """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
         betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms; fused with `adamw: fused`,
-        its step counter on the device (`capturable`) when `graph_optimizer` captures its step."""
+        its step counter on the device (`capturable`) when `graph_optimizer` captures its step; with `adamw:
+        compiled`, the clipping at 1.0 inside the update, compiled with the workload's compile backend
+        (models/clipped_adamw.py)."""
+        groups = weight_decay_groups(model, WEIGHT_DECAY)
+        if options.adamw == "compiled":
+            return ClippedAdamW(
+                groups, max_norm=CLIP, backend=workload.compile_backend, lr=workload.lr, betas=(0.9, 0.999), eps=1e-8
+            )
         return torch.optim.AdamW(
-            weight_decay_groups(model, WEIGHT_DECAY),
+            groups,
             lr=workload.lr,
             betas=(0.9, 0.999),
             eps=1e-8,
@@ -159,7 +173,7 @@ class Gr00tFamily(ModelFamily):
         shape (graphs.py); any all-reduce runs after the replay, then clipping at 1.0 and the optimizer step,
         eagerly or (`graph_optimizer`) replayed from a graph of their own."""
         if not options.cuda_graphs:
-            return standard_step(self.loss, model, optimizer)
+            return standard_step(self.loss, model, optimizer, CLIP)
         pad_id = getattr(model, "module", model).cfg.pad_token_id
         return GraphedStep(
             self.loss,
@@ -168,6 +182,7 @@ class Gr00tFamily(ModelFamily):
             options.vl_pad,
             pad_id,
             options.ddp,
+            clip=CLIP,
             graph_optimizer=options.graph_optimizer,
             grad_sync=options.grad_sync,
         )

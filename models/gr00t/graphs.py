@@ -38,12 +38,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..family import DdpFlags
+from ..family import DdpFlags, clip_and_step
 from ..graph_capture import (
     WARMUP,
     check_learning_rates,
-    init_optimizer_state,
     learning_rates,
+    prepare_optimizer,
     shape_key,
     warm_up,
 )
@@ -170,17 +170,16 @@ class GraphedStep:
         return loss
 
     def _optimizer_step(self) -> None:
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
+        clip_and_step(self.optimizer, self.params, self.clip)
 
     def _capture_optimizer(self) -> torch.cuda.CUDAGraph:
-        """The clipping and optimizer step on the current shape's gradient tensors, as a graph. The optimizer's
-        state is made first, outside the capture, by a zero update (once: a later shape keeps the state)."""
+        """The clipping and optimizer step on the current shape's gradient tensors, as a graph. Outside the capture
+        first: the optimizer's state made by a zero update (once: a later shape keeps the state), or a compiled
+        update compiled (graph_capture.prepare_optimizer)."""
         grads = [p.grad for p in self.params]
-        if not self.optimizer.state:
-            init_optimizer_state(self.optimizer, self.params)
-            for p, g in zip(self.params, grads):
-                p.grad = g
+        prepare_optimizer(self.optimizer, self.params)
+        for p, g in zip(self.params, grads):  # making the state may have zeroed them
+            p.grad = g
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self._optimizer_step()

@@ -38,8 +38,10 @@ class Gr00tOptions:
     # One CUDA graph per micro-batch shape holding forward and backward (LoongForge's per-micro-batch graphs);
     # the optimizer step, clipping and the gradient all-reduce stay outside. Needs vl_pad (fixed shapes).
     cuda_graphs: bool = False
-    # torch AdamW's implementation: foreach (torch's default, as transformers' adamw_torch trains) or fused
-    adamw: Literal["foreach", "fused"] = "foreach"
+    # torch AdamW's implementation: foreach (torch's default, as transformers' adamw_torch trains) or fused; or
+    # compiled: the gradient clipping folded into the AdamW update, compiled as one function
+    # (models/clipped_adamw.py: the gradients read twice per step instead of read three times and written once)
+    adamw: Literal["foreach", "fused", "compiled"] = "foreach"
     # Where the gradient all-reduce of several processes runs with cuda_graphs: after-graph (LoongForge's
     # default: after each replay, exposed) or in-graph (each bucket's all-reduce captured into the graph where
     # backward produced it, overlapping the rest of backward; needs ddp implementation: buckets)
