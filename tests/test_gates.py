@@ -479,3 +479,20 @@ def test_record_refuses_a_sabotaged_training_run(tmp_path):
         record_baseline(sabotaged, tmp_path / "results")
     report = gate(json.loads(Path(sabotaged).read_text()), result([rung("a")]))
     assert any("VLABENCH_TEST_TRAIN_SABOTAGE" in w for w in report.warnings)
+
+
+def test_the_committed_same_code_groups_are_alike():
+    """docs/gates.md's same-code table reads the committed results each group names: every file is there, and a
+    group's runs are all repeated or all single (a committed result replaced by a single run under the same name
+    once paired a single run with a 3-repeat one)."""
+    from harness.judge.gate_power import SAME_CODE, same_code_rows
+    from harness.results import load_result
+
+    root = Path(__file__).resolve().parent.parent
+    for label, files in SAME_CODE:
+        runs = [load_result(root / "results" / "h200" / f) for f in files]
+        repeated = {any("repeats" in r for r in run["rungs"]) for run in runs}
+        assert len(repeated) == 1, label
+        assert ("repeats each" in label) == (repeated == {True}), label
+    rows = same_code_rows(root, Limits())
+    assert [row[0] for row in rows].count("GR00T, 1 H200, 3 repeats each") == 2

@@ -32,7 +32,10 @@ PROBE_CHANGES = (-0.06, -0.03, 0.0, 0.03, 0.06)  # the machine probe's speed cha
 # Same-code runs committed under results/h200: (label, files). The older single runs differ only in what was
 # recorded (probe, bookkeeping), not in the training code; the newer pair is two 3-repeat runs of one commit.
 SAME_CODE = (
-    ("GR00T, 1 H200, 3 repeats each", ("gr00t-loongforge.json", "repeats/gr00t-loongforge-repeats-second.json")),
+    (
+        "GR00T, 1 H200, 3 repeats each",
+        ("repeats/gr00t-loongforge-2026-12-01-repeats3.json", "repeats/gr00t-loongforge-repeats-second.json"),
+    ),
     ("GR00T, 1 H200, single runs", ("repeats/gr00t-loongforge-run1.json", "repeats/gr00t-loongforge-run2.json")),
     (
         "GR00T, 2 H200s, single runs",
@@ -136,7 +139,10 @@ def same_code_rows(repo: Path, limits: Limits) -> list[list[str]]:
             continue  # a checkout without these runs (e.g. a test's repository)
         runs = [load_result(p) for p in paths]
         pairs = [(i, j) for i in range(len(runs)) for j in range(len(runs)) if i != j]
-        repeated = any("repeats" in r for run in runs for r in run["rungs"])
+        with_repeats = {any("repeats" in r for r in run["rungs"]) for run in runs}
+        if len(with_repeats) > 1:  # e.g. a result replaced by a single run under the same name
+            raise ValueError(f"same-code group {label!r}: {', '.join(files)} mix repeated and single runs")
+        repeated = with_repeats == {True}
         if repeated:  # the k-th repeat of one run against the k-th of the other, as single runs
             singles = [(one_repeat(runs[i], k), one_repeat(runs[j], k)) for i, j in pairs for k in range(3)]
             judged = [(runs[i], runs[j]) for i, j in pairs]
