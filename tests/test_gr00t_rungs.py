@@ -297,6 +297,28 @@ def test_graphed_optimizer_steps_match_eager_fused_steps():
     assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
 
 
+def test_reference_host_syncs_change_no_value():
+    """`host_syncs: reference` makes the reference step's host synchronisations (boolean-index image scatter,
+    host-list gathers in the vision tower, the mask check, the Beta draw through the host) on the same values:
+    the loss and every gradient are the plain step's, bit for bit; a CUDA graph refuses the option."""
+    batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, 0)[0]
+    results = []
+    for syncs in ("none", "reference"):
+        model = build({"host_syncs": syncs})
+        assert model.reference_syncs == model.vision.reference_syncs == (syncs == "reference")
+        for module in model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = 0.0
+        loss = FAMILY.loss(model, batch)
+        loss.backward()
+        results.append((loss.detach(), grads(model)))
+    (loss, plain), (synced_loss, synced) = results
+    assert torch.equal(loss, synced_loss) and plain.keys() == synced.keys() and plain
+    assert all(torch.equal(plain[k], synced[k]) for k in plain)
+    with pytest.raises(SchemaError, match=r"^host_syncs: expected none with cuda_graphs"):
+        parse_options({"vl_pad": 64, "cuda_graphs": True, "host_syncs": "reference"})
+
+
 def test_compiled_optimizer_trains_as_the_reference_optimizer():
     """`adamw: compiled`: the family's ClippedAdamW (clipping at 1.0 in its update, compiled with the workload's
     backend, aot_eager here); three standard steps give the losses and weights of torch's foreach AdamW after

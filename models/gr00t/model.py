@@ -67,6 +67,7 @@ class SiglipVision(nn.Module):
         self.pos_embed = nn.Embedding(cfg.position_grid**2, cfg.width)
         self.layers = nn.ModuleList(VisionLayer(cfg, vision_kernel, "sdpa") for _ in range(cfg.layers))
         self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
+        self.reference_syncs = False  # the `host_syncs: reference` option (models/gr00t/options.py)
 
     def forward(self, images):  # [N, 3, H, W] in [-1, 1] -> [N, patches, width]
         p, grid = self.cfg.patch_size, self.cfg.position_grid
@@ -75,9 +76,21 @@ class SiglipVision(nn.Module):
         pos = self.pos_embed.weight
         # At 224x224 the patch grid is the learned 16x16 grid and the reference's resize is the identity.
         x = x + (pos if (rows, cols) == (grid, grid) else resize_position_grid(pos, grid, rows, cols))
+        if self.reference_syncs:  # the reference packs its patches into windows in an order sorted on the host
+            x = x[:, host_index(range(x.shape[1]), x.device)]
         for layer in self.layers:
             x = layer(x)
-        return self.post_norm(x)
+        x = self.post_norm(x)
+        if self.reference_syncs:  # ... and puts them back with a host-made reverse mapping
+            x = x[:, host_index(range(x.shape[1]), x.device)]
+        return x
+
+
+def host_index(order, device) -> torch.Tensor:
+    """An index made from a host list, as the reference's window packing indexes with Python lists: torch copies
+    it from pageable host memory, which waits for the device's queued work (here the identity order, so the
+    values do not change)."""
+    return torch.tensor(list(order), dtype=torch.long, device=device)
 
 
 def pixel_unshuffle_tokens(x: torch.Tensor, rows: int, cols: int, factor: int) -> torch.Tensor:
@@ -424,6 +437,7 @@ class Gr00tModel(nn.Module):
         self.action_decoder = EmbodimentMLP(h.embodiments, d.out, h.hidden, h.action_dim)
         self.state_mask_token = nn.Parameter(torch.zeros(1, 1, d.width)) if h.state_dropout > 0 else None
         self.vl_pad: int | None = None  # pad the VL sequence to this many tokens (fixed shapes)
+        self.reference_syncs = False  # the `host_syncs: reference` option (models/gr00t/options.py)
         self.autocast_dtype: torch.dtype | None = None  # set by apply_mixed_precision
         self.default_horizon = 50
 
@@ -443,7 +457,14 @@ class Gr00tModel(nn.Module):
         embeds = self.llm.embed_tokens(input_ids)
         vit = self.embed_images(batch["images"])
         # The image features replace the <IMG_CONTEXT> embeddings in order (sample, then position).
-        embeds = embeds.masked_scatter(image[..., None], vit.to(embeds.dtype))
+        if self.reference_syncs:  # the reference's boolean-index assignment: each boolean index waits for the device
+            flat, selected = embeds.reshape(-1, embeds.shape[-1]), image.reshape(-1)
+            flat[selected] = flat[selected] * 0.0 + vit.reshape(-1, vit.shape[-1]).to(flat.dtype)
+            embeds = flat.reshape(embeds.shape)
+        else:
+            embeds = embeds.masked_scatter(image[..., None], vit.to(embeds.dtype))
+        if self.reference_syncs:  # transformers asks the host whether the mask can be dropped (all tokens valid)
+            bool(valid.all())
         hidden, _logits = self.llm(embeds, valid)  # the logits are dropped, as the reference drops them
         return VL(self.vlln(hidden), valid & ~image, valid & image)
 
@@ -466,7 +487,10 @@ class Gr00tModel(nn.Module):
     def flow_time(self, batch, dtype):
         """t = (1 - u) * 0.999 from the batch's Beta(1.5, 1) draw u, in the actions' dtype as the reference
         computes it (bf16 in mixed precision)."""
-        return (1 - batch["beta_sample"].to(dtype)) * self.cfg.head.noise_s
+        u = batch["beta_sample"]
+        if self.reference_syncs:  # the reference draws u on the host and copies it in
+            u = u.cpu().to(u.device)
+        return (1 - u.to(dtype)) * self.cfg.head.noise_s
 
     def loss(self, batch):
         """Flow matching: x_t = (1 - t) noise + t actions, target actions - noise, MSE masked to real action

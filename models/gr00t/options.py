@@ -50,6 +50,12 @@ class Gr00tOptions:
     # (and the all-reduce), with the optimizer's step counter on the device (capturable). Needs cuda_graphs
     # and a constant learning rate (a schedule is refused at the first changed step).
     graph_optimizer: bool = False
+    # reference: the host synchronisations of the reference's step, made where it makes them and on the same
+    # values (its boolean-index image scatter, twice; SigLIP2's window packing and unpacking, gathers indexed by
+    # host lists; transformers' check whether the causal mask can be skipped; the flow-matching Beta draw on the
+    # host, copied to the device), so that an eager baseline waits on the host as the reference's does. none
+    # (default): none of them (the losses are the same either way). A CUDA graph cannot hold them.
+    host_syncs: Literal["none", "reference"] = "none"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 
@@ -65,6 +71,10 @@ class Gr00tOptions:
         if self.grad_sync == "in-graph" and self.ddp is not None and self.ddp.implementation != "buckets":
             raise SchemaError(
                 "grad_sync", "ddp implementation: buckets (their hooks are captured)", self.ddp.implementation
+            )
+        if self.cuda_graphs and self.host_syncs != "none":
+            raise SchemaError(
+                "host_syncs", "none with cuda_graphs (a graph cannot capture a host synchronisation)", self.host_syncs
             )
         if self.cuda_graphs and self.vl_pad is None:
             raise SchemaError(

@@ -69,6 +69,7 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
     model.llm.lm_head = options.lm_head
     model.vl_pad = options.vl_pad
+    model.reference_syncs = model.vision.reference_syncs = options.host_syncs == "reference"
     model.set_attention(options.attention)
     fp8 = apply_linear(model, options)
     units = apply_compile(model, options.compile, compile_backend)
