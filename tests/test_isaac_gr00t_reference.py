@@ -99,3 +99,24 @@ def test_data_paths_alternate_the_sides_and_take_the_median_pair(tmp_path, monke
     assert summary == {"samples_per_s": 1.35, "samples_per_s_window": 1.35, "min": 1.2, "max": 1.5, "pairs": 2}
     assert "error" in result["vlabench_community_data_3"] and "isaac_gr00t_data_2" in result
     assert '"data_path_pairs"' in out.read_text()
+
+
+def test_the_rungs_beside_the_reference_are_the_scenarios():
+    """step.py's vlabench rungs carry the options of scenarios/gr00t-loongforge.yaml's rungs of the same name,
+    cumulated (the host syncs of the community rung included), apart from the fixed VL padding it adds."""
+    from harness.scenario import load_scenario
+    from models.gr00t import parse_options
+
+    step = load_step_script()
+    scenario = load_scenario(ROOT / "scenarios/gr00t-loongforge.yaml")
+    cumulated, by_name = {}, {}
+    for rung in scenario.ladder:
+        cumulated = {**cumulated, **rung.options}
+        by_name[rung.name] = dict(cumulated)
+    several = ("ddp", "grad_sync")  # data parallelism: step.py runs one process
+    for name, options in step.RUNGS.items():
+        wanted = {k: v for k, v in by_name[name.removeprefix("vlabench_").replace("_", "-")].items()}
+        wanted = {k: v for k, v in wanted.items() if k not in several}
+        ours, theirs = parse_options(options).as_dict(), parse_options(wanted).as_dict()
+        ours.pop("vl_pad"), theirs.pop("vl_pad")
+        assert ours == theirs, name

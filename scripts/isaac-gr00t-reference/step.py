@@ -358,12 +358,14 @@ def isaac_step(detail: bool = True) -> dict:
 
 # vlabench's rungs timed beside the reference (scenarios/gr00t-loongforge.yaml, cumulative), each with the VL
 # sequence left-padded to 220 tokens (masked) so that every side runs the same sequence length (the synthetic
-# prompts are shorter; their collator gives 220 for the instruction)
-COMMUNITY = {"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS}
+# prompts are shorter; their collator gives 220 for the instruction); the community rung makes the reference's
+# host syncs, as the scenario's does, and a graph cannot
+COMMUNITY = {"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS, "host_syncs": "reference"}
+GRAPHS = {**COMMUNITY, "cuda_graphs": True, "host_syncs": "none"}
 RUNGS = {
     "vlabench_community": COMMUNITY,
-    "vlabench_cuda_graphs": {**COMMUNITY, "cuda_graphs": True},
-    "vlabench_compile": {**COMMUNITY, "cuda_graphs": True, "lm_head": False, "compile": "per-block"},
+    "vlabench_cuda_graphs": GRAPHS,
+    "vlabench_compile": {**GRAPHS, "lm_head": False, "compile": "per-block"},
 }
 
 
