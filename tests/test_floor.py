@@ -263,3 +263,36 @@ def test_device_gaps_split_idle_time_by_size_and_name_the_kernels_around_the_lar
         in text
     )
     assert "gap of 500 us after gelu before gemm" in text
+
+
+def test_kernels_add_up_by_kind():
+    """Kernel names as the H200 profiles record them fall into their kinds, so that an optimizer spread over many
+    inductor foreach kernels adds up in one line; the table prints the kinds after the top kernels."""
+    from harness.ladder.profile import kernel_kind, profile_table
+
+    names = {
+        "nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN": "GEMM",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0": (
+            "attention"
+        ),
+        "triton_for_fused_15": "optimizer and other foreach",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::Ten": (
+            "optimizer and other foreach"
+        ),
+        "triton_poi_fused_gelu_view_2": "inductor pointwise",
+        "triton_red_fused_native_layer_norm_0": "inductor reductions",
+        "void at::native::vectorized_elementwise_kernel<2, at::native::FillFunctor<long>, std::array<char*, 1ul> >": (
+            "copies, fills and indexing"
+        ),
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "communication",
+        "something new": "other",
+    }
+    assert {name: kernel_kind(name) for name in names} == names
+    profile = {
+        "wall_s": 1e-3, "steps": 1, "data_wait_s": 0.0, "device_busy_share": None, "kernel_s": 0.0,
+        "kernel_launches": 0, "idle_s": None, "top_kernels": [],
+        "kernel_kinds": [{"kind": "optimizer and other foreach", "calls_per_step": 80, "ms_per_step": 13.9}],
+    }  # fmt: skip
+    lines = profile_table("toy", profile).splitlines()
+    assert lines[-1].split() == ["optimizer", "and", "other", "foreach", "80", "13.90"]
+    assert lines[-3].startswith("kernels by kind")

@@ -3,7 +3,8 @@
 The rung is built exactly as `vlabench run` builds it (harness/ladder/rung.py), warmed up, then a few steps run under
 torch.profiler. Reported per step: the wall time, the time the device spent in kernels and the rest (launch gaps:
 the device idle while the host issues work or waits, e.g. for data), the data wait, the kernels that take the
-most time, and on a GPU the idle gaps between kernels by size, with the largest and the kernels around them. A
+most time, all kernels' time by kind (GEMM, attention, the optimizer's foreach kernels, ...), and on a GPU the
+idle gaps between kernels by size, with the largest and the kernels around them. A
 launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
 """
 
@@ -96,6 +97,26 @@ def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 
     }
 
 
+# Kernel kinds by name, first match wins (lower-cased substrings): so that a step's time adds up by what it does even
+# where one kind is spread over many kernels (inductor's foreach kernels of a compiled optimizer, say).
+KERNEL_KINDS = (
+    ("communication", ("nccl",)),
+    ("attention", ("sdpa", "flash", "fmha", "attention", "attn")),
+    ("GEMM", ("nvjet", "gemm", "cutlass", "xmma", "cublas", "triton_tem_", "_mm_", "matmul")),
+    ("optimizer and other foreach", ("multi_tensor_apply", "triton_for_", "foreach", "adam")),
+    ("inductor pointwise", ("triton_poi_",)),
+    ("inductor reductions", ("triton_red_", "triton_per_")),
+    ("norms and softmax", ("norm", "softmax")),
+    ("copies, fills and indexing", ("copy", "fill", "memcpy", "memset", "cat", "index", "gather", "scatter")),
+    ("aten elementwise", ("elementwise", "reduce")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    lower = name.lower()
+    return next((kind for kind, keys in KERNEL_KINDS if any(k in lower for k in keys)), "other")
+
+
 def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: int = 15) -> dict:
     """Per step of a torch.profiler run over `steps` steps of median wall time `wall_s`: the time the device spent
     in kernels, the rest (idle: launch gaps, host work, waits), the kernel launches, the top kernels and (on a GPU)
@@ -110,6 +131,9 @@ def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: in
             intervals.append((event.time_range.start, event.time_range.end, event.name))
     kernel_s = sum(sum(v) for v in kernels.values()) / steps
     ranked = sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for name, times in kernels.items():
+        kinds[kernel_kind(name)] += times
     return {
         **({"device": device_gaps(intervals, steps)} if on_gpu and intervals else {}),
         "steps": steps,
@@ -121,6 +145,10 @@ def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: in
         "top_kernels": [
             {"name": name[:120], "calls_per_step": len(v) / steps, "ms_per_step": 1e3 * sum(v) / steps}
             for name, v in ranked
+        ],
+        "kernel_kinds": [
+            {"kind": kind, "calls_per_step": len(v) / steps, "ms_per_step": 1e3 * sum(v) / steps}
+            for kind, v in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
         ],
     }
 
@@ -151,6 +179,10 @@ def profile_table(name: str, p: dict) -> str:
         )
         head += [f"  gap of {g['us']:.0f} us after {g['after']} before {g['before']}" for g in d["largest_gaps"]]
     rows = [[k["name"], f"{k['calls_per_step']:.0f}", f"{k['ms_per_step']:.2f}"] for k in p["top_kernels"]]
-    return "\n".join(
-        [*head, tabulate(rows, headers=("kernel", "calls per step", "ms per step"), disable_numparse=True)]
-    )
+    tables = [tabulate(rows, headers=("kernel", "calls per step", "ms per step"), disable_numparse=True)]
+    if p.get("kernel_kinds"):  # profiles written before the kinds were added have none
+        kinds = [[k["kind"], f"{k['calls_per_step']:.0f}", f"{k['ms_per_step']:.2f}"] for k in p["kernel_kinds"]]
+        tables.append(
+            tabulate(kinds, headers=("kernels by kind", "calls per step", "ms per step"), disable_numparse=True)
+        )
+    return "\n".join([*head, *tables])
