@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts/isaac-gr00t-reference/step.py"
 RESULTS = sorted((ROOT / "results/h200/reference").glob("isaac-gr00t-step-run*.json"))
@@ -99,6 +101,31 @@ def test_data_paths_alternate_the_sides_and_take_the_median_pair(tmp_path, monke
     assert summary == {"samples_per_s": 1.35, "samples_per_s_window": 1.35, "min": 1.2, "max": 1.5, "pairs": 2}
     assert "error" in result["vlabench_community_data_3"] and "isaac_gr00t_data_2" in result
     assert '"data_path_pairs"' in out.read_text()
+
+
+def test_data_paths_can_also_time_ours_inside_the_references_process(tmp_path, monkeypatch):
+    """--in-process: each pair is theirs, ours in its own process, ours inside step.py's; each of ours gets its
+    ratio over the same pair's theirs, and the two medians are kept apart."""
+    step = load_step_script()
+    calls = []
+
+    def theirs(*_):
+        calls.append("theirs")
+        return {"samples_per_s": 100.0, "samples_per_s_window": 50.0, "step_times_s": [0.16]}
+
+    def ours(dataset, timed, target, size, in_process):
+        calls.append("inside" if in_process else "own")
+        rate = 105.0 if in_process else 130.0
+        return {"samples_per_s": rate, "samples_per_s_window": rate / 2, "step_times_s": [16 / rate]}
+
+    monkeypatch.setattr(step, "isaac_data_step", theirs)
+    monkeypatch.setattr(step, "vlabench_data_rung", ours)
+    result = {}
+    step.data_paths(result, tmp_path / "dataset", 50, "h200", tmp_path / "r.json", repeats=2, in_process=True)
+    assert calls == ["theirs", "own", "inside"] * 2
+    assert result["data_path_ours_over_theirs"]["samples_per_s"] == pytest.approx(1.3)
+    assert result["data_path_in_process_ours_over_theirs"]["samples_per_s"] == pytest.approx(1.05)
+    assert "vlabench_community_data_in_process_2" in result and result["data_path_in_process_pairs"][1]
 
 
 def test_the_rungs_beside_the_reference_are_the_scenarios():

@@ -4,7 +4,8 @@
 # side with its own data path over one LeRobot dataset (written here by vlabench make-dataset unless DATASET names
 # one). DATA_ONLY=1 times only the data paths; DATA_STEPS (default 100) their timed steps; DATA_REPEATS (default 1)
 # alternates the two data-path sides that many times (theirs, ours, theirs, ...); SIZE=full-252 runs our side at the
-# reference's 252-pixel views (default full: 224). DIAGNOSE=1 runs
+# reference's 252-pixel views (default full: 224); IN_PROCESS=1 also times ours inside step.py's process in each
+# pair (after ours in its own: whether the process slows a host-bound step). DIAGNOSE=1 runs
 # diagnose.py instead (where their data path's time goes; SINGLE_THREAD=1 adds its single-thread phase).
 # Pass VLABENCH_GIT_SHA (and VLABENCH_GIT_DIRTY=0/1) from the sending checkout: the device copy's .git can be stale.
 set -uo pipefail
@@ -22,6 +23,7 @@ script=scripts/isaac-gr00t-reference/step.py
 args=(--out "$out/isaac-gr00t-reference.json" --dataset "$dataset" --data-steps "${DATA_STEPS:-100}"
   --data-repeats "${DATA_REPEATS:-1}" --size "${SIZE:-full}")
 [ "${DATA_ONLY:-0}" = 1 ] && args+=(--data-only)
+[ "${IN_PROCESS:-0}" = 1 ] && args+=(--in-process)
 if [ "${DIAGNOSE:-0}" = 1 ]; then  # where their data path's time goes (diagnose.py), instead of the comparison
   script=scripts/isaac-gr00t-reference/diagnose.py
   args=(--out "$out/isaac-gr00t-diagnose.json" --dataset "$dataset")

@@ -460,14 +460,19 @@ def isaac_data_step(dataset: Path, timed: int) -> dict:
     )
 
 
-def vlabench_data_rung(dataset: Path, timed: int, target_name: str, size: str = "full") -> dict:
+def vlabench_data_rung(
+    dataset: Path, timed: int, target_name: str, size: str = "full", in_process: bool = False
+) -> dict:
     """vlabench's community rung over `dataset` as `vlabench run scenarios/gr00t-loongforge.yaml --rungs community
     --dataset PATH --target TARGET` runs it (its own process), over the same warm-up and timed steps, at the model
-    size `size` (full-252: the reference's 252-pixel views)."""
+    size `size` (full-252: the reference's 252-pixel views). `in_process`: the same rung measured inside this
+    process instead (harness/ladder/rung.py's measure), where the reference's imports and loader ran: whether the
+    process, not the step, slows a host-bound step."""
     import dataclasses
 
     sys.path.insert(0, str(ROOT))
     from harness.arguments import resolve_target
+    from harness.ladder import rung as rung_module
     from harness.ladder.run_cli import with_dataset
     from harness.ladder.runner import run_rung_process
     from harness.scenario import load_scenario
@@ -480,12 +485,14 @@ def vlabench_data_rung(dataset: Path, timed: int, target_name: str, size: str = 
     rung = next(r for r in scenario.ladder if r.name == "community")
     spec = scenario_spec(scenario, target, rung, model_size=size)
     workload = dataclasses.replace(spec.workload, warmup_steps=DATA_WARMUP, timed_steps=timed)
-    record = run_rung_process(dataclasses.replace(spec, workload=workload), print, timeout_s=None)
+    spec = dataclasses.replace(spec, workload=workload)
+    record = rung_module.run(spec) if in_process else run_rung_process(spec, print, timeout_s=None)
     if record.get("status") != "ok":
         raise RuntimeError(f"community rung: {record.get('status')}: {record.get('reason')}")
     keep = ("samples_per_s", "data_wait_ms", "loader", "peak_memory_gib", "losses")
     return {
         "model_size": size,
+        "process": "step.py's" if in_process else "its own",
         "options": rung.cumulative,
         "loader_options": rung.loader_cumulative,
         "batch_size": workload.batch_size,
@@ -521,39 +528,51 @@ def report_data_side(name: str, side: dict) -> None:
 
 
 def data_paths(
-    result: dict, dataset: Path, timed: int, target: str, out: Path, repeats: int = 1, size: str = "full"
+    result: dict,
+    dataset: Path,
+    timed: int,
+    target: str,
+    out: Path,
+    repeats: int = 1,
+    size: str = "full",
+    in_process: bool = False,
 ) -> None:
     """Both sides with their own data path over `dataset`, alternated `repeats` times (theirs, ours, theirs, ...:
     the host drifts over a call, so each pair is measured back to back), and ours over theirs in samples/s: per
-    pair, and the median of the pairs with their range."""
-    pairs = []
+    pair, and the median of the pairs with their range. `in_process`: each pair also times ours inside this
+    process, right after ours in its own (`..._in_process` keys, and its own ratio over theirs)."""
+    ours_kinds = [("vlabench_community_data", False)] + ([("vlabench_community_data_in_process", True)] * in_process)
+    pairs: dict[str, list[dict]] = {key: [] for key, _ in ours_kinds}
     for r in range(repeats):
         suffix = "" if r == 0 else f"_{r + 1}"
-        theirs_key, ours_key = f"isaac_gr00t_data{suffix}", f"vlabench_community_data{suffix}"
+        theirs_key = f"isaac_gr00t_data{suffix}"
         measure_side(result, theirs_key, lambda: isaac_data_step(dataset, timed), report_data_side, out)
-        run_ours = lambda: vlabench_data_rung(dataset, timed, target, size)  # noqa: E731
-        measure_side(result, ours_key, run_ours, report_data_side, out)
-        theirs, ours = result[theirs_key], result[ours_key]
-        if "samples_per_s" in theirs and "samples_per_s" in ours:
-            pairs.append(
-                {
-                    "samples_per_s": ours["samples_per_s"] / theirs["samples_per_s"],
-                    "samples_per_s_window": ours["samples_per_s_window"] / theirs["samples_per_s_window"],
-                }
-            )
-            print(f"pair {r + 1}: vlabench community / Isaac-GR00T, each with its data path, samples/s: {pairs[-1]}")
-    if pairs:
-        ratios = [p["samples_per_s"] for p in pairs]
-        result["data_path_pairs"] = pairs
-        result["data_path_ours_over_theirs"] = {
-            "samples_per_s": statistics.median(ratios),
-            "samples_per_s_window": statistics.median(p["samples_per_s_window"] for p in pairs),
-            "min": min(ratios),
-            "max": max(ratios),
-            "pairs": len(pairs),
-        }
-        print("vlabench community / Isaac-GR00T over the pairs:", result["data_path_ours_over_theirs"])
-        out.write_text(json.dumps(result, indent=1))
+        for key, inside in ours_kinds:
+            run_ours = lambda inside=inside: vlabench_data_rung(dataset, timed, target, size, inside)  # noqa: E731
+            measure_side(result, key + suffix, run_ours, report_data_side, out)
+            theirs, ours = result[theirs_key], result[key + suffix]
+            if "samples_per_s" in theirs and "samples_per_s" in ours:
+                pairs[key].append(
+                    {
+                        "samples_per_s": ours["samples_per_s"] / theirs["samples_per_s"],
+                        "samples_per_s_window": ours["samples_per_s_window"] / theirs["samples_per_s_window"],
+                    }
+                )
+                print(f"pair {r + 1}: {key} / Isaac-GR00T, each with its data path, samples/s: {pairs[key][-1]}")
+    for key, inside in ours_kinds:
+        if pairs[key]:
+            name = "data_path_in_process" if inside else "data_path"
+            ratios = [p["samples_per_s"] for p in pairs[key]]
+            result[f"{name}_pairs"] = pairs[key]
+            result[f"{name}_ours_over_theirs"] = {
+                "samples_per_s": statistics.median(ratios),
+                "samples_per_s_window": statistics.median(p["samples_per_s_window"] for p in pairs[key]),
+                "min": min(ratios),
+                "max": max(ratios),
+                "pairs": len(ratios),
+            }
+            print(f"{key} / Isaac-GR00T over the pairs:", result[f"{name}_ours_over_theirs"])
+    out.write_text(json.dumps(result, indent=1))
 
 
 def report_step_side(name: str, side: dict) -> None:
@@ -688,6 +707,11 @@ def main() -> int:
     )
     parser.add_argument("--target", default="h200", help="vlabench's target for its community rung")
     parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="each data-path pair also times our community rung inside this process (after ours in its own)",
+    )
+    parser.add_argument(
         "--size",
         default="full",
         choices=("full", "full-252"),
@@ -715,7 +739,9 @@ def main() -> int:
     if args.dataset is not None:
         result["dataset"] = str(args.dataset)
     if args.data_only:
-        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size)
+        data_paths(
+            result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size, args.in_process
+        )
         return 0
     # the reference first: our compile rung leaves a large Python heap (dynamo's and inductor's objects) that
     # every later garbage collection would scan
@@ -742,7 +768,9 @@ def main() -> int:
             result["ours_over_theirs"] = result["vlabench_community"]["over_isaac_gr00t"]
         args.out.write_text(json.dumps(result, indent=1))
     if args.dataset is not None:
-        data_paths(result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size)
+        data_paths(
+            result, args.dataset, args.data_steps, args.target, args.out, args.data_repeats, args.size, args.in_process
+        )
     return 0
 
 
