@@ -3,8 +3,9 @@
 # device, on a LIBERO-shaped dataset written on the machine), the GPU-only GR00T tests first.
 #   NPROC=2 on a machine of two H200s: the data-parallel ladder (results/h200/gr00t-loongforge-ddp2.json)
 #   TESTS=0 skips the tests (TESTS_K=expr runs those pytest -k selects); PROFILE=rung profiles that rung after the
-#   ladder (synthetic batches, $OUT/gr00t-loongforge-profile-RUNG.json); RUNGS=a,b measures only those rungs (appended to the result); FLOOR=0 skips the
-#   kernel floor (timed first on one process, then each rung's share of it is in its note)
+#   ladder (synthetic batches, $OUT/gr00t-loongforge-profile-RUNG.json); RUNGS=a,b measures only those rungs
+#   (appended to the result); FLOOR=0 skips the kernel floor (timed first on one process, then each rung's share
+#   of it is in its note)
 # Writes the result straight under $OUT, so the rungs finished before a time limit come back.
 # Carry .whl-gr00t/ with the PyAV and torchao wheels (the machine has pyarrow and torch 2.11):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -4,8 +4,8 @@ The rung is built exactly as `vlabench run` builds it (harness/ladder/rung.py), 
 torch.profiler. Reported per step: the wall time, the time the device spent in kernels and the rest (launch gaps:
 the device idle while the host issues work or waits, e.g. for data), the data wait, the kernels that take the
 most time, all kernels' time by kind (GEMM, attention, the optimizer's foreach kernels, ...), and on a GPU the
-idle gaps between kernels by size, with the largest and the kernels around them. A
-launch-bound step shows kernels covering little of the wall time; a compute-bound one, most of it.
+idle gaps between kernels by size, with the largest and the kernels around them. A launch-bound step shows
+kernels covering little of the wall time; a compute-bound one, most of it.
 """
 
 from __future__ import annotations

@@ -461,10 +461,9 @@ class Gr00tModel(nn.Module):
             flat, selected = embeds.reshape(-1, embeds.shape[-1]), image.reshape(-1)
             flat[selected] = flat[selected] * 0.0 + vit.reshape(-1, vit.shape[-1]).to(flat.dtype)
             embeds = flat.reshape(embeds.shape)
+            bool(valid.all())  # then transformers asks the host whether the mask can be dropped (all tokens valid)
         else:
             embeds = embeds.masked_scatter(image[..., None], vit.to(embeds.dtype))
-        if self.reference_syncs:  # transformers asks the host whether the mask can be dropped (all tokens valid)
-            bool(valid.all())
         hidden, _logits = self.llm(embeds, valid)  # the logits are dropped, as the reference drops them
         return VL(self.vlln(hidden), valid & ~image, valid & image)
 

@@ -466,7 +466,7 @@ def vlabench_data_rung(
     """vlabench's community rung over `dataset` as `vlabench run scenarios/gr00t-loongforge.yaml --rungs community
     --dataset PATH --target TARGET` runs it (its own process), over the same warm-up and timed steps, at the model
     size `size` (full-252: the reference's 252-pixel views). `in_process`: the same rung measured inside this
-    process instead (harness/ladder/rung.py's measure), where the reference's imports and loader ran: whether the
+    process instead (harness/ladder/rung.py's run), where the reference's imports and loader ran: whether the
     process, not the step, slows a host-bound step."""
     import dataclasses
 
