@@ -128,6 +128,20 @@ def test_data_paths_can_also_time_ours_inside_the_references_process(tmp_path, m
     assert "vlabench_community_data_in_process_2" in result and result["data_path_in_process_pairs"][1]
 
 
+def test_the_gc_watch_counts_the_collections_made_while_it_is_active():
+    import gc
+
+    step = load_step_script()
+    with step.GcWatch() as watch:
+        gc.collect()
+        gc.collect(0)
+    gc.collect()  # after the watch: not counted
+    record = watch.record()
+    assert record["collections"][2] == 1 and record["collections"][0] >= 1
+    assert record["tracked_objects"] > 1000 and record["seconds"] > 0
+    assert watch._callback not in gc.callbacks
+
+
 def test_the_rungs_beside_the_reference_are_the_scenarios():
     """step.py's vlabench rungs carry the options of scenarios/gr00t-loongforge.yaml's rungs of the same name,
     cumulated (the host syncs of the community rung included), apart from the fixed VL padding it adds."""

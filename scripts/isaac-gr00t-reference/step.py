@@ -401,6 +401,31 @@ def vlabench_step(rung_options: dict, detail: bool) -> dict:
 DATA_WARMUP = 10  # the first includes each worker's first shard (their loader) or the workers' start (ours)
 
 
+class GcWatch:
+    """Python's garbage collections while active (gc.callbacks): how many per generation and their seconds, and
+    how many objects the collector tracked at the start. A host-bound step pays for every collection, and a
+    process holding more objects (the reference's imports, model and loader) can collect longer."""
+
+    def __enter__(self):
+        self.seconds, self.collections = 0.0, [0, 0, 0]
+        self.tracked = len(gc.get_objects())
+        gc.callbacks.append(self._callback)
+        return self
+
+    def _callback(self, phase, info):
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections[info["generation"]] += 1
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._callback)
+
+    def record(self) -> dict:
+        return {"tracked_objects": self.tracked, "collections": self.collections, "seconds": self.seconds}
+
+
 def timed_fetch_steps(step, next_batch, warmup: int, timed: int, after_step=None) -> tuple[list[float], list[float]]:
     """Steps each fed by `next_batch()` inside its timing (CUDA events around fetch, copy and step, as a
     vlabench rung times a dataset feed); returns the timed steps' seconds and their waits for the batch.
@@ -444,7 +469,8 @@ def isaac_data_step(dataset: Path, timed: int) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-5)
     step = train_step(model, params, optimizer, lambda m, b: m(b)["loss"])
-    times, waits = timed_fetch_steps(step, lambda: to_device(next(it)["inputs"]), DATA_WARMUP, timed)
+    with GcWatch() as watch:  # warm-up and timed steps
+        times, waits = timed_fetch_steps(step, lambda: to_device(next(it)["inputs"]), DATA_WARMUP, timed)
     single = data.datasets[0]
     return step_record(
         model,
@@ -456,6 +482,7 @@ def isaac_data_step(dataset: Path, timed: int) -> dict:
         shard_lengths=[int(n) for n in single.shard_lengths],
         data_wait_s=waits,
         data_wait_ms=1e3 * statistics.median(waits),
+        gc=watch.record(),
         **rates(times),
     )
 
@@ -486,7 +513,8 @@ def vlabench_data_rung(
     spec = scenario_spec(scenario, target, rung, model_size=size)
     workload = dataclasses.replace(spec.workload, warmup_steps=DATA_WARMUP, timed_steps=timed)
     spec = dataclasses.replace(spec, workload=workload)
-    record = rung_module.run(spec) if in_process else run_rung_process(spec, print, timeout_s=None)
+    with GcWatch() as watch:  # in this process only: the rung's build, warm-up and timed steps
+        record = rung_module.run(spec) if in_process else run_rung_process(spec, print, timeout_s=None)
     if record.get("status") != "ok":
         raise RuntimeError(f"community rung: {record.get('status')}: {record.get('reason')}")
     keep = ("samples_per_s", "data_wait_ms", "loader", "peak_memory_gib", "losses")
@@ -499,6 +527,7 @@ def vlabench_data_rung(
         **{k: record[k] for k in keep if k in record},
         "step_times_s": record["step_times_s"],
         "samples_per_s_window": workload.batch_size * len(record["step_times_s"]) / sum(record["step_times_s"]),
+        **({"gc": watch.record(), "torch_threads": torch.get_num_threads()} if in_process else {}),
     }
 
 
@@ -525,6 +554,8 @@ def report_data_side(name: str, side: dict) -> None:
         f"({1e3 * statistics.median(t):.1f} ms, min {1e3 * min(t):.1f}, max {1e3 * max(t):.1f}), "
         f"{side['samples_per_s_window']:.1f} over the window, data wait {side.get('data_wait_ms', float('nan')):.1f} ms"
     )
+    if "gc" in side:
+        print(f"  garbage collection: {side['gc']}")
 
 
 def data_paths(
