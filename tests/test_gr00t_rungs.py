@@ -321,6 +321,27 @@ def test_reference_host_syncs_change_no_value():
         parse_options({"vl_pad": 64, "cuda_graphs": True, "host_syncs": "reference"})
 
 
+def test_reference_vision_packing_trains_as_the_plain_step():
+    """`vision_packing: reference` (with the reference's syncs, as the community rung runs it): the loss and the
+    trainable gradients are the plain step's up to summation order; a CUDA graph refuses the option."""
+    batch = FAMILY.make_batches("tiny", WORKLOAD, 1, "cpu", torch.float32, 0)[0]
+    results = []
+    for options in ({}, {"host_syncs": "reference", "vision_packing": "reference"}):
+        model = build(options)
+        assert model.vision.reference_packing == bool(options)
+        for module in model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = 0.0
+        loss = FAMILY.loss(model, batch)
+        loss.backward()
+        results.append((loss.detach(), grads(model)))
+    (loss, plain), (packed_loss, packed) = results
+    assert torch.allclose(loss, packed_loss, rtol=1e-5) and plain.keys() == packed.keys() and plain
+    assert all(torch.allclose(plain[k], packed[k], rtol=1e-4, atol=1e-6) for k in plain)
+    with pytest.raises(SchemaError, match=r"^vision_packing: expected none with cuda_graphs"):
+        parse_options({"vl_pad": 64, "cuda_graphs": True, "vision_packing": "reference"})
+
+
 def test_compiled_optimizer_trains_as_the_reference_optimizer():
     """`adamw: compiled`: the family's ClippedAdamW (clipping at 1.0 in its update, compiled with the workload's
     backend, aot_eager here); three standard steps give the losses and weights of torch's foreach AdamW after

@@ -24,6 +24,7 @@ class VisionConfig:
     mlp: int = 4304
     position_grid: int = 16  # `num_patches: 256`: a learned 16x16 grid, resized to the image's patch grid
     unshuffle: int = 2  # `downsample_ratio: 0.5`: pixel-unshuffle 2x2 patches into one token
+    window: int = 14  # `window_size`: the reference packs patches into 14x14 windows (no layer attends by window)
     eps: float = 1e-6
 
     @property

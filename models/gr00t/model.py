@@ -24,6 +24,7 @@ from torch import nn
 from ..siglip import VisionLayer
 from .attention import attend, causal_padding_mask, key_mask
 from .config import DiTConfig, Gr00tConfig, LLMConfig, VisionConfig
+from .window_packing import image_lengths, pack_windows, unpacking_index, window_rope_table
 
 # ----------------------------------------------------------------------------- vision (SigLIP2)
 
@@ -68,8 +69,12 @@ class SiglipVision(nn.Module):
         self.layers = nn.ModuleList(VisionLayer(cfg, vision_kernel, "sdpa") for _ in range(cfg.layers))
         self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
         self.reference_syncs = False  # the `host_syncs: reference` option (models/gr00t/options.py)
+        self.reference_packing = False  # the `vision_packing: reference` option
+        self._rope_table: torch.Tensor | None = None  # the reference's 2D-RoPE table, which no layer reads
 
     def forward(self, images):  # [N, 3, H, W] in [-1, 1] -> [N, patches, width]
+        if self.reference_packing:
+            return self.forward_packed(images)
         p, grid = self.cfg.patch_size, self.cfg.position_grid
         rows, cols = images.shape[2] // p, images.shape[3] // p
         x = self.patch_embed(patchify(images, p))
@@ -84,6 +89,35 @@ class SiglipVision(nn.Module):
         if self.reference_syncs:  # ... and puts them back with a host-made reverse mapping
             x = x[:, host_index(range(x.shape[1]), x.device)]
         return x
+
+    def forward_packed(self, images):
+        """The same values by the reference's path (window_packing.py): patchified and position-resized image
+        by image, the tokens packed window by window and back, the unused RoPE table built per window, the
+        per-image lengths recomputed in every layer."""
+        n, p = images.shape[0], self.cfg.patch_size
+        x = self.patch_embed(torch.cat([patchify(image[None], p)[0] for image in images]))
+        grids = torch.tensor([(images.shape[2] // p, images.shape[3] // p)] * n)  # on the host, as theirs
+        grid = self.cfg.position_grid
+        x = x + torch.cat([resize_position_grid(self.pos_embed.weight, grid, int(r), int(c)) for r, c in grids])
+        grid_list = [tuple(rc) for rc in grids.tolist()]
+        x, windows = pack_windows(x[None], grid_list, self.cfg.window)
+        window_rope_table(windows, self.rope_table(grid_list[0], x.device))
+        per_image = grid_list[0][0] * grid_list[0][1]
+        x = x.view(n, per_image, -1)
+        for layer in self.layers:
+            if set(image_lengths(windows)) != {per_image}:
+                raise ValueError("every image of a batch has the same patch grid here")
+            x = layer(x)
+        x = self.post_norm(x)
+        return x.reshape(1, n * per_image, -1)[:, unpacking_index(windows, grid_list)].view(n, per_image, -1)
+
+    def rope_table(self, grid: tuple[int, int], device) -> torch.Tensor:
+        """A table of the reference's layout (complex64, head_dim/2 per patch position), made once. It holds
+        zeros: the reference builds 2D-RoPE angles there, and no layer reads them."""
+        shape = (*grid, self.cfg.width // self.cfg.heads // 2)
+        if self._rope_table is None or self._rope_table.shape != shape or self._rope_table.device != device:
+            self._rope_table = torch.zeros(shape, dtype=torch.complex64, device=device)
+        return self._rope_table
 
 
 def host_index(order, device) -> torch.Tensor:

@@ -56,6 +56,12 @@ class Gr00tOptions:
     # host, copied to the device), so that an eager baseline waits on the host as the reference's does. none
     # (default): none of them (the losses are the same either way). A CUDA graph cannot hold them.
     host_syncs: Literal["none", "reference"] = "none"
+    # reference: SigLIP2's input path as the reference runs it (models/gr00t/window_packing.py): patchify and
+    # position-grid resize image by image, the patches packed into 14x14 windows and back with host-made indexes,
+    # the unused 2D-RoPE table sliced per window, the per-image lengths recomputed in every layer. The values are
+    # the same; an eager baseline pays the reference's host work (and its two syncs). none (default): one batched
+    # path. A CUDA graph cannot hold its host-made indexes.
+    vision_packing: Literal["none", "reference"] = "none"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 
@@ -71,6 +77,12 @@ class Gr00tOptions:
         if self.grad_sync == "in-graph" and self.ddp is not None and self.ddp.implementation != "buckets":
             raise SchemaError(
                 "grad_sync", "ddp implementation: buckets (their hooks are captured)", self.ddp.implementation
+            )
+        if self.cuda_graphs and self.vision_packing != "none":
+            raise SchemaError(
+                "vision_packing",
+                "none with cuda_graphs (a graph cannot capture its host-made indexes)",
+                self.vision_packing,
             )
         if self.cuda_graphs and self.host_syncs != "none":
             raise SchemaError(

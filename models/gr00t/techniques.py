@@ -70,6 +70,7 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     model.llm.lm_head = options.lm_head
     model.vl_pad = options.vl_pad
     model.reference_syncs = model.vision.reference_syncs = options.host_syncs == "reference"
+    model.vision.reference_packing = options.vision_packing == "reference"
     model.set_attention(options.attention)
     fp8 = apply_linear(model, options)
     units = apply_compile(model, options.compile, compile_backend)

@@ -359,9 +359,16 @@ def isaac_step(detail: bool = True) -> dict:
 # vlabench's rungs timed beside the reference (scenarios/gr00t-loongforge.yaml, cumulative), each with the VL
 # sequence left-padded to 220 tokens (masked) so that every side runs the same sequence length (the synthetic
 # prompts are shorter; their collator gives 220 for the instruction); the community rung makes the reference's
-# host syncs, as the scenario's does, and a graph cannot
-COMMUNITY = {"attention": "sdpa", "lm_head": True, "compile": "none", "vl_pad": VL_TOKENS, "host_syncs": "reference"}
-GRAPHS = {**COMMUNITY, "cuda_graphs": True, "host_syncs": "none"}
+# host syncs and its vision packing, as the scenario's does, and a graph can do neither
+COMMUNITY = {
+    "attention": "sdpa",
+    "lm_head": True,
+    "compile": "none",
+    "vl_pad": VL_TOKENS,
+    "host_syncs": "reference",
+    "vision_packing": "reference",
+}
+GRAPHS = {**COMMUNITY, "cuda_graphs": True, "host_syncs": "none", "vision_packing": "none"}
 RUNGS = {
     "vlabench_community": COMMUNITY,
     "vlabench_cuda_graphs": GRAPHS,
