@@ -299,6 +299,16 @@ def test_graphed_optimizer_steps_match_eager_fused_steps(adamw):
     assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
 
 
+def loss_and_grads_without_dropout(model, batch):
+    """One loss and backward of `model` with its dropout off: (the loss, the gradients by name)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    loss = FAMILY.loss(model, batch)
+    loss.backward()
+    return loss.detach(), grads(model)
+
+
 def test_reference_host_syncs_change_no_value():
     """`host_syncs: reference` makes the reference step's host synchronisations (boolean-index image scatter,
     host-list gathers in the vision tower, the mask check, the Beta draw through the host) on the same values:
@@ -308,12 +318,7 @@ def test_reference_host_syncs_change_no_value():
     for syncs in ("none", "reference"):
         model = build({"host_syncs": syncs})
         assert model.reference_syncs == model.vision.reference_syncs == (syncs == "reference")
-        for module in model.modules():
-            if isinstance(module, nn.Dropout):
-                module.p = 0.0
-        loss = FAMILY.loss(model, batch)
-        loss.backward()
-        results.append((loss.detach(), grads(model)))
+        results.append(loss_and_grads_without_dropout(model, batch))
     (loss, plain), (synced_loss, synced) = results
     assert torch.equal(loss, synced_loss) and plain.keys() == synced.keys() and plain
     assert all(torch.equal(plain[k], synced[k]) for k in plain)
@@ -329,12 +334,7 @@ def test_reference_vision_packing_trains_as_the_plain_step():
     for options in ({}, {"host_syncs": "reference", "vision_packing": "reference"}):
         model = build(options)
         assert model.vision.reference_packing == bool(options)
-        for module in model.modules():
-            if isinstance(module, nn.Dropout):
-                module.p = 0.0
-        loss = FAMILY.loss(model, batch)
-        loss.backward()
-        results.append((loss.detach(), grads(model)))
+        results.append(loss_and_grads_without_dropout(model, batch))
     (loss, plain), (packed_loss, packed) = results
     assert torch.allclose(loss, packed_loss, rtol=1e-5) and plain.keys() == packed.keys() and plain
     assert all(torch.allclose(plain[k], packed[k], rtol=1e-4, atol=1e-6) for k in plain)

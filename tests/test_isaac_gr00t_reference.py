@@ -142,6 +142,35 @@ def test_the_gc_watch_counts_the_collections_made_while_it_is_active():
     assert watch._callback not in gc.callbacks
 
 
+def test_the_packed_vision_tower_dispatches_the_references_slices_and_copies():
+    """`vision_packing: reference` at the reference's batch (32 views of 252 pixels: 18x18 patches, four windows
+    each; 27 layers, narrow widths: the count does not depend on them), counted by the census that counted the
+    reference's tower in the committed step profile: its slices and copies, where the batched forward makes none."""
+    import json
+    from dataclasses import replace
+
+    import torch
+
+    from models.gr00t.config import TINY
+    from models.gr00t.model import SiglipVision
+
+    step = load_step_script()
+    reference = json.loads((ROOT / "results/h200/reference/isaac-gr00t-step-run2.json").read_text())["isaac_gr00t"][
+        "components"
+    ]["ops"]["vision"]["by_op"]
+    vision = SiglipVision(replace(TINY.vision, image_size=252, layers=27, position_grid=16)).eval()
+    images = torch.rand(32, 3, 252, 252)
+    counts = {}
+    for packed in (False, True):
+        vision.reference_packing = packed
+        with torch.no_grad(), step.OpCensus() as census:
+            vision(images)
+        counts[packed] = {op: n for (_, op), n in census.counts.items()}
+    assert counts[False].get("slice", 0) == 0 and counts[False].get("clone", 0) <= 1
+    assert counts[True]["slice"] == reference["slice"] == 416
+    assert counts[True]["clone"] == reference["clone"] == 225
+
+
 def test_the_rungs_beside_the_reference_are_the_scenarios():
     """step.py's vlabench rungs carry the options of scenarios/gr00t-loongforge.yaml's rungs of the same name,
     cumulated (the host syncs of the community rung included), apart from the fixed VL padding it adds."""
