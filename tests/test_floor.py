@@ -265,6 +265,45 @@ def test_device_gaps_split_idle_time_by_size_and_name_the_kernels_around_the_lar
     assert "gap of 500 us after gelu before gemm" in text
 
 
+def test_large_gaps_name_their_streams_and_where_in_their_step_they_fall():
+    """Given the steps' spans on the device timeline, each large gap says its step and how far into it, or that it
+    lies between two steps, and the idle time between steps adds up on its own; kernels carry their streams."""
+    from harness.ladder.profile import device_gaps, profile_table
+
+    kernels = [  # (start_us, end_us, name, stream) over 2 steps, spans [0, 1000) and [3000, 4000)
+        (0, 400, "gemm", 7),
+        (700, 1000, "adamw", 7),  # 300 us inside step 1, 400 us into it
+        (3000, 3500, "gemm", 7),  # 2000 us between the steps
+        (3600, 4000, "adamw", 9),  # 100 us inside step 2, on another stream
+    ]
+    d = device_gaps(kernels, steps=2, top=3, spans=[(0, 1000), (3000, 4000)])
+    assert d["between_steps_ms_per_step"] == pytest.approx(2000 / 1e3 / 2)
+    assert d["largest_gaps"] == [
+        {"us": 2000, "after": "adamw", "before": "gemm", "after_stream": 7, "before_stream": 7, "step": None},
+        {
+            "us": 300, "after": "gemm", "before": "adamw", "after_stream": 7, "before_stream": 7,
+            "step": 0, "at_ms": 0.4, "step_ms": 1.0,
+        },
+        {
+            "us": 100, "after": "gemm", "before": "adamw", "after_stream": 7, "before_stream": 9,
+            "step": 1, "at_ms": 0.5, "step_ms": 1.0,
+        },
+    ]  # fmt: skip
+    profile = {
+        "wall_s": 2e-3, "steps": 2, "data_wait_s": 0.0, "device_busy_share": 0.8, "kernel_s": 1.6e-3,
+        "kernel_launches": 2, "idle_s": 0.4e-3, "top_kernels": [], "device": d,
+    }  # fmt: skip
+    text = profile_table("toy", profile)
+    assert "of which between two steps: 1.0 ms per step" in text
+    assert "gap of 2000 us after adamw (stream 7) before gemm (stream 7), between two steps" in text
+    assert "gap of 300 us after gemm (stream 7) before adamw (stream 7), 0.4 ms into step 1 of 1.0 ms" in text
+    assert "before adamw (stream 9), 0.5 ms into step 2 of 1.0 ms" in text
+    # without spans (profiles from before the marks, other tools' kernels): no step fields, no between-steps line
+    plain = device_gaps([k[:3] for k in kernels], steps=2, top=1)
+    assert "between_steps_ms_per_step" not in plain
+    assert plain["largest_gaps"] == [{"us": 2000, "after": "adamw", "before": "gemm"}]
+
+
 def test_kernels_add_up_by_kind():
     """Kernel names as the H200 profiles record them fall into their kinds, so that an optimizer spread over many
     inductor foreach kernels adds up in one line; the table prints the kinds after the top kernels."""

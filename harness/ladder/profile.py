@@ -43,8 +43,9 @@ def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
         for i in range(steps):
             seed_step(workload.seed, warmup + i)
             start = time.perf_counter()
-            batch, wait = setup.feed.fetch(warmup + i)
-            setup.step(batch)
+            with torch.profiler.record_function(f"{STEP_MARK}{i}"):  # the step's span on the device timeline too
+                batch, wait = setup.feed.fetch(warmup + i)
+                setup.step(batch)
             device.synchronize()
             walls.append(time.perf_counter() - start)
             waits.append(wait)
@@ -66,21 +67,36 @@ GAP_CLASSES = (
 )
 
 
-def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 5) -> dict:
-    """From the kernels' (start_us, end_us, name) over the profiled steps, per step: the device's busy time (the
-    union of the kernels' intervals: kernels on several streams at once count once) and its idle gaps between the
-    first kernel and the last, by size class (count and ms), with the `top` largest gaps and the kernels on either
-    side of each."""
+# The profiled steps are marked with record_function ranges of these names (the "#" keeps them out of the kernels),
+# which the profiler also records on the device timeline: where in its step each large gap falls.
+STEP_MARK = "vlabench.step#"
+
+
+def step_of(at_us: float, spans: list[tuple[float, float]]) -> dict:
+    """Which profiled step (its device-side span) holds the time `at_us`, and how far into it; step None between
+    two steps; {} without spans (a profile that recorded none)."""
+    for i, (start, stop) in enumerate(spans):
+        if start <= at_us < stop:
+            return {"step": i, "at_ms": (at_us - start) / 1e3, "step_ms": (stop - start) / 1e3}
+    return {"step": None} if spans else {}
+
+
+def device_gaps(kernels: list[tuple], steps: int, top: int = 5, spans: list[tuple[float, float]] = ()) -> dict:
+    """From the kernels' (start_us, end_us, name[, stream]) over the profiled steps, per step: the device's busy time
+    (the union of the kernels' intervals: kernels on several streams at once count once) and its idle gaps between
+    the first kernel and the last, by size class (count and ms), with the `top` largest gaps, the kernels on either
+    side of each and their streams, and (given the steps' device-side `spans`) the step each falls in and where."""
     busy_us, gaps, end, last = 0.0, [], None, None
-    for start, stop, name in sorted(kernels):
+    for kernel in sorted(kernels, key=lambda k: k[:2]):
+        start, stop = kernel[:2]
         if end is None or start > end:
             if end is not None:
-                gaps.append((start - end, last, name))
+                gaps.append((start - end, last, kernel))
             busy_us += stop - start
-            end, last = stop, name
+            end, last = stop, kernel
         elif stop > end:  # overlaps the running interval: only the part beyond it is new busy time
             busy_us += stop - end
-            end, last = stop, name
+            end, last = stop, kernel
     classes = {
         label: {
             "count_per_step": sum(lo <= g < hi for g, _, _ in gaps) / steps,
@@ -89,12 +105,22 @@ def device_gaps(kernels: list[tuple[float, float, str]], steps: int, top: int = 
         for label, _, lo, hi in GAP_CLASSES
     }
     largest = sorted(gaps, key=lambda g: -g[0])[:top]
+    between = [g for g, a, _ in gaps if step_of(a[1], spans).get("step", 0) is None]
     return {
         "busy_s": busy_us / 1e6 / steps,
         "gap_s": sum(g for g, _, _ in gaps) / 1e6 / steps,
         "gaps": classes,
-        "largest_gaps": [{"us": g, "after": a[:120], "before": b[:120]} for g, a, b in largest],
+        # the part of the idle time between two steps (the host between them), where the steps' spans are recorded
+        **({"between_steps_ms_per_step": sum(between) / 1e3 / steps} if spans else {}),
+        "largest_gaps": [gap_record(g, a, b, spans) for g, a, b in largest],
     }
+
+
+def gap_record(us: float, after: tuple, before: tuple, spans) -> dict:
+    record = {"us": us, "after": after[2][:120], "before": before[2][:120]}
+    if len(after) > 3 and len(before) > 3:  # the streams, where the profiler names them
+        record.update(after_stream=after[3], before_stream=before[3])
+    return {**record, **step_of(after[1], spans)}
 
 
 # Kernel kinds by name, first match wins (lower-cased substrings): so that a step's time adds up by what it does even
@@ -122,20 +148,24 @@ def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: in
     in kernels, the rest (idle: launch gaps, host work, waits), the kernel launches, the top kernels and (on a GPU)
     the idle gaps between kernels by size (device_gaps)."""
     kernels: dict[str, list[float]] = defaultdict(list)
-    intervals = []
+    intervals, spans = [], []
     for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if event.name.startswith(STEP_MARK):
+            spans.append((event.time_range.start, event.time_range.end))
         # device-side user annotations (e.g. "Optimizer.step#AdamW.step") span kernels: counting them too would
         # count those kernels twice
-        if event.device_type == torch.autograd.DeviceType.CUDA and not is_annotation(event.name):
+        elif not is_annotation(event.name):
             kernels[event.name].append(event.device_time_total / 1e6)
-            intervals.append((event.time_range.start, event.time_range.end, event.name))
+            intervals.append((event.time_range.start, event.time_range.end, event.name, event.device_resource_id))
     kernel_s = sum(sum(v) for v in kernels.values()) / steps
     ranked = sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]
     kinds: dict[str, list[float]] = defaultdict(list)
     for name, times in kernels.items():
         kinds[kernel_kind(name)] += times
     return {
-        **({"device": device_gaps(intervals, steps)} if on_gpu and intervals else {}),
+        **({"device": device_gaps(intervals, steps, spans=sorted(spans))} if on_gpu and intervals else {}),
         "steps": steps,
         "wall_s": wall_s,
         "kernel_s": kernel_s,
@@ -151,6 +181,18 @@ def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: in
             for kind, v in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
         ],
     }
+
+
+def gap_place(gap: dict) -> str:
+    """Where a gap is: the kernels around it (with their streams), and its step and offset where recorded."""
+    streams = "after_stream" in gap and gap["after_stream"] is not None
+    after = gap["after"] + (f" (stream {gap['after_stream']})" if streams else "")
+    before = gap["before"] + (f" (stream {gap['before_stream']})" if streams else "")
+    if gap.get("step") is not None:
+        where = f", {gap['at_ms']:.1f} ms into step {gap['step'] + 1} of {gap['step_ms']:.1f} ms"
+    else:
+        where = ", between two steps" if "step" in gap else ""
+    return f"after {after} before {before}{where}"
 
 
 def profile_table(name: str, p: dict) -> str:
@@ -177,7 +219,9 @@ def profile_table(name: str, p: dict) -> str:
             f"device busy {1e3 * d['busy_s']:.1f} ms per step (kernels' union); gaps between kernels "
             f"{1e3 * d['gap_s']:.1f} ms: {classes}"
         )
-        head += [f"  gap of {g['us']:.0f} us after {g['after']} before {g['before']}" for g in d["largest_gaps"]]
+        if "between_steps_ms_per_step" in d:
+            head.append(f"  of which between two steps: {d['between_steps_ms_per_step']:.1f} ms per step")
+        head += [f"  gap of {g['us']:.0f} us {gap_place(g)}" for g in d["largest_gaps"]]
     rows = [[k["name"], f"{k['calls_per_step']:.0f}", f"{k['ms_per_step']:.2f}"] for k in p["top_kernels"]]
     tables = [tabulate(rows, headers=("kernel", "calls per step", "ms per step"), disable_numparse=True)]
     if p.get("kernel_kinds"):  # profiles written before the kinds were added have none
