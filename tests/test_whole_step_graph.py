@@ -27,6 +27,9 @@ def test_the_option_makes_a_capturable_optimizer_and_a_graphed_step():
     _, eager_optimizer, eager_step = build({**GRAPHS, "cuda_graphs": "none"})
     assert not isinstance(eager_step, WholeStepGraph)
     assert not any(group["capturable"] for group in eager_optimizer.param_groups)
+    _, fused_optimizer, fused_step = build({**GRAPHS, "adamw": "fused"})  # pi05-beyond's fused-adamw rung
+    assert isinstance(fused_step, WholeStepGraph)
+    assert all(group["capturable"] and group["fused"] for group in fused_optimizer.param_groups)
 
 
 def test_refusals_name_the_reason():
@@ -49,7 +52,9 @@ def test_refusals_name_the_reason():
 
 
 @needs_cuda
-@pytest.mark.parametrize("extra", [{}, {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}}])
+@pytest.mark.parametrize(
+    "extra", [{}, {"adamw": "fused"}, {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}}]
+)
 def test_replayed_steps_match_eager_steps(extra):
     """Five steps from the same weights and batches, eager and replayed, with the same (capturable) optimizer: the
     same losses, and final weights whose difference is a small fraction of how far the steps moved them."""
