@@ -304,6 +304,30 @@ def test_large_gaps_name_their_streams_and_where_in_their_step_they_fall():
     assert plain["largest_gaps"] == [{"us": 2000, "after": "adamw", "before": "gemm"}]
 
 
+def test_foreach_kernels_keep_the_name_of_their_operation():
+    """Torch's foreach kernels share a long templated prefix: shown without its namespaces and parameter list, two
+    of them (a scalar multiply and a lerp) stay apart within the shown width; other names pass through."""
+    from harness.ladder.profile import short_name
+
+    ns = "at::native::(anonymous namespace)::"
+    mul = (
+        f"void {ns}multi_tensor_apply_kernel<{ns}TensorListMetadata<2>, {ns}BinaryOpScalarFunctor<c10::BFloat16, 2, 1,"
+        f" 1>, std::multiplies<float>, float>({ns}TensorListMetadata<2>, {ns}BinaryOpScalarFunctor<c10::BFloat16, 2, 1,"
+        " 1>, std::multiplies<float>, float)"
+    )
+    lerp = mul.replace("BinaryOpScalarFunctor", "LerpFunctor").replace("std::multiplies<float>", "LerpOp<float>")
+    assert (
+        short_name(mul)
+        == (
+            "multi_tensor_apply_kernel<TensorListMetadata<2>, BinaryOpScalarFunctor<c10::BFloat16, 2, 1, 1>, "
+            "std::multiplies<float>, float>"
+        )[:120]
+    )
+    assert short_name(mul) != short_name(lerp) and "LerpFunctor" in short_name(lerp)
+    assert short_name(mul)[:120] != mul[:120]  # the old cut kept only the shared prefix
+    assert short_name("triton_red_fused_abs_gelu_max_mul_view_28") == "triton_red_fused_abs_gelu_max_mul_view_28"
+
+
 def test_kernels_add_up_by_kind():
     """Kernel names as the H200 profiles record them fall into their kinds, so that an optimizer spread over many
     inductor foreach kernels adds up in one line; the table prints the kinds after the top kernels."""

@@ -56,6 +56,19 @@ def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
     }
 
 
+# Namespaces that fill a templated kernel's name before the part that tells kernels apart (a foreach kernel's
+# functor: which operation it is); shown without them, and without the parameter list that repeats the template.
+NAME_NOISE = ("void ", "at::native::", "(anonymous namespace)::")
+
+
+def short_name(name: str, width: int = 120) -> str:
+    for noise in NAME_NOISE:
+        name = name.replace(noise, "")
+    if ">(" in name:
+        name = name[: name.index(">(") + 1]
+    return name[:width]
+
+
 # Gaps between one kernel's end and the next one's start, by size: under 10 us is the device's own latency between
 # dependent kernels (what fewer, larger kernels remove); over 100 us the device waited for the host (Python work,
 # a sync, a copy or data); between, either.
@@ -117,7 +130,7 @@ def device_gaps(kernels: list[tuple], steps: int, top: int = 5, spans: list[tupl
 
 
 def gap_record(us: float, after: tuple, before: tuple, spans) -> dict:
-    record = {"us": us, "after": after[2][:120], "before": before[2][:120]}
+    record = {"us": us, "after": short_name(after[2]), "before": short_name(before[2])}
     if len(after) > 3 and len(before) > 3:  # the streams, where the profiler names them
         record.update(after_stream=after[3], before_stream=before[3])
     return {**record, **step_of(after[1], spans)}
@@ -173,7 +186,7 @@ def kernel_summary(prof, steps: int, wall_s: float, on_gpu: bool = True, top: in
         "idle_s": max(0.0, wall_s - kernel_s) if on_gpu else None,
         "kernel_launches": sum(len(v) for v in kernels.values()) / steps,
         "top_kernels": [
-            {"name": name[:120], "calls_per_step": len(v) / steps, "ms_per_step": 1e3 * sum(v) / steps}
+            {"name": short_name(name), "calls_per_step": len(v) / steps, "ms_per_step": 1e3 * sum(v) / steps}
             for name, v in ranked
         ],
         "kernel_kinds": [
