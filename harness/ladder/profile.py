@@ -118,7 +118,7 @@ def device_gaps(kernels: list[tuple], steps: int, top: int = 5, spans: list[tupl
         for label, _, lo, hi in GAP_CLASSES
     }
     largest = sorted(gaps, key=lambda g: -g[0])[:top]
-    between = [g for g, a, _ in gaps if step_of(a[1], spans).get("step", 0) is None]
+    between = [g for g, after, _ in gaps if spans and step_of(after[1], spans)["step"] is None]
     return {
         "busy_s": busy_us / 1e6 / steps,
         "gap_s": sum(g for g, _, _ in gaps) / 1e6 / steps,
