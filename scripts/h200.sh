@@ -4,6 +4,7 @@
 #   sweep:    the recompute sweep of pi05-loongforge (batch 16, no compile)
 #   beyond-sweep: the recompute sweep of pi05-beyond at its own batch (32, no compile) and the plan under 120 GiB
 #   beyond:   the pi05-beyond ladder with its kernel floor   beyond-profile: profiles of its best bf16 and FP8 rungs
+#   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, in pieces, eager and graphed (scripts/optimizer_step_gaps.py)
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 #   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
 # The ladder is split because each compile rung compiles the full model (1-2.5 min) and one call may
@@ -37,6 +38,9 @@ case $part in
   beyond)   vlabench run scenarios/pi05-beyond.yaml --target h200 --out results/h200/pi05-beyond.json --floor \
               --rung-timeout 300 ${RUNGS:+--rungs "$RUNGS"} $([ -n "${APPEND:-}" ] && echo --append || echo --overwrite) 2>&1 | tee "$out/beyond.log"
             cp results/h200/pi05-beyond.json "$out/"; exit 0 ;;
+  optimizer-gaps)  # the optimizer part of the Pi0.5 step alone: where its idle gap comes from
+            python scripts/optimizer_step_gaps.py --out "$out/optimizer-step-gaps.json" 2>&1 | tee "$out/optimizer-step-gaps.log"
+            exit 0 ;;
   beyond-profile)  # where the best bf16 and FP8 rungs' steps go (compute only)
             for rung in ${PROFILE_RUNGS:-planned-recompute fp8}; do
               vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 --overwrite \

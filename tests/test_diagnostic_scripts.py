@@ -153,3 +153,14 @@ def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with
     env["ASSETS"] = str(tmp_path / "missing.tar.xz")
     run = subprocess.run(["bash", str(script), str(tmp_path / "logs2")], cwd=work, env=env, capture_output=True)
     assert run.returncode == 1 and "no LIBERO assets at" in (tmp_path / "logs2" / "steps.log").read_text()
+
+
+def test_optimizer_gaps_timeline_collapses_runs_and_keeps_the_idle_time_before_each():
+    """scripts/optimizer_step_gaps.py's kernel timeline: consecutive kernels of one name become one run (count,
+    device ms), a gap of 100 us or more starts a new run and is kept as the idle time before it."""
+    timeline = load("optimizer_step_gaps").timeline
+    kernels = [(0.0, 10.0, "a"), (12.0, 20.0, "a"), (20.0, 30.0, "b"), (5030.0, 5040.0, "b"), (5041.0, 5050.0, "c")]
+    runs = timeline(kernels)
+    assert [(r["kernel"], r["count"]) for r in runs] == [("a", 2), ("b", 1), ("b", 1), ("c", 1)]
+    assert runs[0]["ms"] == pytest.approx(0.018) and runs[0]["idle_before_ms"] == pytest.approx(0.002)
+    assert runs[2]["idle_before_ms"] == pytest.approx(5.0) and runs[3]["idle_before_ms"] == pytest.approx(0.001)

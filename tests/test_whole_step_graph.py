@@ -53,7 +53,13 @@ def test_refusals_name_the_reason():
 
 @needs_cuda
 @pytest.mark.parametrize(
-    "extra", [{}, {"adamw": "fused"}, {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}}]
+    "extra",
+    [
+        {},
+        {"adamw": "fused"},
+        {"adamw": "compiled"},
+        {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}},
+    ],
 )
 def test_replayed_steps_match_eager_steps(extra):
     """Five steps from the same weights and batches, eager and replayed, with the same (capturable) optimizer: the
@@ -122,3 +128,40 @@ def test_replayed_steps_follow_a_schedule_as_eager_steps_do():
     for (name, a), b, start in zip(eager_model.named_parameters(), graph_model.parameters(), initial):
         moved = (a - start).norm().item()
         assert (b - a).norm().item() <= 0.01 * moved + 1e-7, (name, (b - a).norm().item(), moved)
+
+
+def test_compiled_optimizer_trains_as_clip_grad_norm_then_adamw():
+    """pi05-beyond's compiled-adamw rung (`adamw: compiled`): openpi's AdamW with the clipping at 1.0 folded into a
+    compiled update (aot_eager here). Three standard steps give the losses and weights of clip_grad_norm_ then
+    torch's foreach AdamW, and the optimizer is capturable, so a whole-step graph takes it."""
+    from dataclasses import replace
+
+    from models.clipped_adamw import ClippedAdamW
+    from models.family import standard_step
+    from models.pi05 import CLIP
+
+    workload = replace(WORKLOAD, compile_backend="aot_eager")
+    options = {"recompute": "none", "attention": "sdpa"}
+    models, steps = [], []
+    for adamw in ("compiled", "foreach"):
+        opts = parse_options({**options, "adamw": adamw})
+        model = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, seed=0).model
+        optimizer = FAMILY.optimizer(model, opts, workload, "cpu")
+        models.append(model)
+        steps.append(standard_step(FAMILY.loss, model, optimizer, clip=CLIP))
+        if adamw == "compiled":
+            assert isinstance(optimizer, ClippedAdamW) and optimizer.max_norm == CLIP == 1.0
+            assert all(group["capturable"] for group in optimizer.param_groups)
+            assert optimizer.defaults["betas"] == (0.9, 0.95) and optimizer.defaults["eps"] == 1e-8
+    initial = [p.detach().clone() for p in models[0].parameters()]
+    for i, batch in enumerate(FAMILY.make_batches("tiny", workload, 3, "cpu", torch.float32, 0)):
+        losses = []
+        for step in steps:
+            torch.manual_seed(i)  # the same noise and flow times on both sides
+            losses.append(step(batch).item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-5), losses
+    moved = 0.0
+    for (name, a), b, start in zip(models[0].named_parameters(), models[1].parameters(), initial):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), name
+        moved = max(moved, (a - start).abs().max().item())
+    assert moved > 1e-4  # the steps did move the weights

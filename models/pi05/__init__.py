@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..clipped_adamw import ClippedAdamW
 from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
 from ..tokenizers import BUILTIN, StandInTokenizer, builtin_tokenizer, load_sentencepiece
@@ -18,6 +19,8 @@ from .model import Pi05Model, init_weights
 from .options import Pi05Options, RecomputePatterns, parse_options
 from .processor import Pi05Processor
 from .techniques import apply_options, count_parameters
+
+CLIP = 1.0  # openpi clips the gradients' global norm to 1.0
 
 
 class Pi05Family(ModelFamily):
@@ -131,8 +134,20 @@ class Pi05Family(ModelFamily):
         self, model: torch.nn.Module, options: Pi05Options, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
         """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused; with its
-        step counter on the device (`capturable`) when the whole step is a CUDA graph."""
+        step counter on the device (`capturable`) when the whole step is a CUDA graph. With `adamw: compiled`, the
+        clipping at 1.0 inside the update, compiled with the workload's compile backend (models/clipped_adamw.py;
+        always capturable)."""
         params = [p for p in model.parameters() if p.requires_grad]
+        if options.adamw == "compiled":
+            return ClippedAdamW(
+                params,
+                max_norm=CLIP,
+                backend=workload.compile_backend,
+                lr=workload.lr,
+                betas=(0.9, 0.95),
+                eps=1e-8,
+                weight_decay=1e-10,
+            )
         return torch.optim.AdamW(
             params,
             lr=workload.lr,
@@ -146,8 +161,8 @@ class Pi05Family(ModelFamily):
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Pi05Options) -> Step:
         """The standard step (loss, backward, clip at 1.0, AdamW), or the same replayed from one CUDA graph."""
         if options.cuda_graphs == "whole-step":
-            return WholeStepGraph(self.loss, model, optimizer)
-        return standard_step(self.loss, model, optimizer)
+            return WholeStepGraph(self.loss, model, optimizer, clip=CLIP)
+        return standard_step(self.loss, model, optimizer, clip=CLIP)
 
     def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)
