@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Protocol, get_args, get_type_hints
 import torch
 from torch import nn
 
-from .clipped_adamw import ClippedAdamW
+from .clipped_adamw import ClipsInStep
 from .schema import POSITIVE, SchemaError, parse, to_plain
 from .workload import Dtype, Workload
 
@@ -326,7 +326,7 @@ def standard_step(
 def clip_and_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], clip: float) -> None:
     """Clip the gradients' total norm to `clip`, then the optimizer step. An optimizer that clips inside its own
     update (models/clipped_adamw.py) does both in its step, to the norm it was made with."""
-    if isinstance(optimizer, ClippedAdamW):
+    if isinstance(optimizer, ClipsInStep):
         if optimizer.max_norm != clip:
             raise ValueError(f"the optimizer clips to {optimizer.max_norm}, the step asks for {clip}")
         optimizer.step()

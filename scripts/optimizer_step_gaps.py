@@ -23,7 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.ladder.profile import short_name  # noqa: E402
+from harness.ladder.profile import is_annotation, short_name  # noqa: E402
+from models.clipped_adamw import FusedClippedAdamW  # noqa: E402
 from models.pi05 import CLIP, FAMILY, parse_options  # noqa: E402
 from models.workload import Workload  # noqa: E402
 
@@ -34,7 +35,7 @@ def kernels_in_order(prof) -> list[tuple[float, float, str]]:
     """The device events (kernels, copies, fills) of a profile, as (start_us, end_us, name) in start order."""
     out = []
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA and "#" not in event.name:
+        if event.device_type == torch.autograd.DeviceType.CUDA and not is_annotation(event.name):
             out.append((event.time_range.start, event.time_range.end, event.name))
     return sorted(out)
 
@@ -111,6 +112,11 @@ def variants(params: list[torch.Tensor], lr: float) -> dict[str, Callable[[], Ca
     def adamw(**kw) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10, **kw)
 
+    def fused_clip() -> FusedClippedAdamW:
+        return FusedClippedAdamW(
+            params, max_norm=CLIP, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10, capturable=True
+        )
+
     def clip_then(opt: torch.optim.Optimizer) -> Callable[[], None]:
         def fn():
             torch.nn.utils.clip_grad_norm_(params, CLIP)
@@ -136,6 +142,7 @@ def variants(params: list[torch.Tensor], lr: float) -> dict[str, Callable[[], Ca
             ),
             "clip + AdamW fused": lambda: clip_then(adamw(fused=True)),
             "clip + AdamW fused capturable, graphed": lambda: graphed(clip_then(adamw(fused=True, capturable=True))),
+            "AdamW fused with the clip as its gradient scale (fused-clip), graphed": lambda: graphed(fused_clip().step),
         }
     )
     return made

@@ -146,3 +146,31 @@ def test_it_is_the_recipes_adamw_and_refuses_another_clip():
         clip_and_step(optimizer, list(model.parameters()), 0.5)
     with pytest.raises(ValueError, match="no closure"):
         optimizer.step(lambda: 0.0)
+
+
+def test_fused_clipped_adamw_is_clip_grad_norm_then_torchs_fused_adamw():
+    """FusedClippedAdamW (Pi0.5's `adamw: fused-clip`): the clip coefficient as the fused kernel's gradient scale
+    gives the weights and state of clip_grad_norm_ then torch's fused AdamW, leaves the gradients clipped as
+    clip_grad_norm_ does, and under the clip norm is torch's fused step exactly; clip_and_step leaves it the clip."""
+    from models.clipped_adamw import FusedClippedAdamW
+
+    ours_model, ref_model = make_model(), make_model()
+    ours = FusedClippedAdamW(groups(ours_model), max_norm=1.0, lr=LR, betas=BETAS, eps=EPS)
+    ref = torch.optim.AdamW(groups(ref_model), lr=LR, betas=BETAS, eps=EPS, fused=True)
+    for i, gain in enumerate((50.0, 0.01, 20.0)):  # clipped, not clipped, clipped
+        backward(ours_model, gain, i)
+        backward(ref_model, gain, i)
+        clip_and_step(ours, list(ours_model.parameters()), 1.0)
+        clip_and_step(ref, list(ref_model.parameters()), 1.0)
+        assert ours.grad_scale is None  # set for the step only
+        for p, q in zip(ours_model.parameters(), ref_model.parameters()):
+            if gain < 1.0:
+                assert torch.equal(p, q) and torch.equal(p.grad, q.grad)
+            else:
+                assert torch.allclose(p, q, rtol=1e-6, atol=1e-7) and torch.allclose(p.grad, q.grad, rtol=1e-6)
+        clipped_norm = torch.nn.utils.get_total_norm([p.grad for p in ours_model.parameters()])
+        assert clipped_norm.item() == pytest.approx(1.0 if gain > 1.0 else clipped_norm.item(), rel=1e-5)
+    for a, b in zip(states(ours, ours_model), states(ref, ref_model)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-9)
+    with pytest.raises(ValueError, match="asks for 2.0"):
+        clip_and_step(ours, list(ours_model.parameters()), 2.0)

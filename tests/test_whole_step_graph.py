@@ -130,29 +130,32 @@ def test_replayed_steps_follow_a_schedule_as_eager_steps_do():
         assert (b - a).norm().item() <= 0.01 * moved + 1e-7, (name, (b - a).norm().item(), moved)
 
 
-def test_compiled_optimizer_trains_as_clip_grad_norm_then_adamw():
-    """pi05-beyond's compiled-adamw rung (`adamw: compiled`): openpi's AdamW with the clipping at 1.0 folded into a
-    compiled update (aot_eager here). Three standard steps give the losses and weights of clip_grad_norm_ then
-    torch's foreach AdamW, and the optimizer is capturable, so a whole-step graph takes it."""
+@pytest.mark.parametrize("clipping", ["compiled", "fused-clip"])
+def test_optimizers_that_clip_in_their_step_train_as_clip_grad_norm_then_adamw(clipping):
+    """`adamw: compiled` and `fused-clip` (pi05-beyond's clip-in-fused-adamw rung): openpi's AdamW with the clipping
+    at 1.0 folded into a compiled update (aot_eager here) or into torch's fused kernel. Three standard steps give
+    the losses and weights of clip_grad_norm_ then torch's foreach AdamW; with the whole step graphed the
+    optimizer is capturable."""
     from dataclasses import replace
 
-    from models.clipped_adamw import ClippedAdamW
+    from models.clipped_adamw import ClipsInStep
     from models.family import standard_step
     from models.pi05 import CLIP
 
     workload = replace(WORKLOAD, compile_backend="aot_eager")
     options = {"recompute": "none", "attention": "sdpa"}
     models, steps = [], []
-    for adamw in ("compiled", "foreach"):
+    for adamw in (clipping, "foreach"):
         opts = parse_options({**options, "adamw": adamw})
         model = FAMILY.build("tiny", opts, workload, "cpu", torch.float32, seed=0).model
         optimizer = FAMILY.optimizer(model, opts, workload, "cpu")
         models.append(model)
         steps.append(standard_step(FAMILY.loss, model, optimizer, clip=CLIP))
-        if adamw == "compiled":
-            assert isinstance(optimizer, ClippedAdamW) and optimizer.max_norm == CLIP == 1.0
-            assert all(group["capturable"] for group in optimizer.param_groups)
+        if adamw == clipping:
+            assert isinstance(optimizer, ClipsInStep) and optimizer.max_norm == CLIP == 1.0
             assert optimizer.defaults["betas"] == (0.9, 0.95) and optimizer.defaults["eps"] == 1e-8
+            graphed = FAMILY.optimizer(model, parse_options({**options, "adamw": adamw, **GRAPHS}), workload, "cpu")
+            assert all(group["capturable"] for group in graphed.param_groups)
     initial = [p.detach().clone() for p in models[0].parameters()]
     for i, batch in enumerate(FAMILY.make_batches("tiny", workload, 3, "cpu", torch.float32, 0)):
         losses = []

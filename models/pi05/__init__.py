@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..clipped_adamw import ClippedAdamW
+from ..clipped_adamw import ClippedAdamW, FusedClippedAdamW
 from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
 from ..normalize import Normalizer
 from ..tokenizers import BUILTIN, StandInTokenizer, builtin_tokenizer, load_sentencepiece
@@ -134,10 +134,20 @@ class Pi05Family(ModelFamily):
         self, model: torch.nn.Module, options: Pi05Options, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
         """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused; with its
-        step counter on the device (`capturable`) when the whole step is a CUDA graph. With `adamw: compiled`, the
-        clipping at 1.0 inside the update, compiled with the workload's compile backend (models/clipped_adamw.py;
-        always capturable)."""
+        step counter on the device (`capturable`) when the whole step is a CUDA graph. The clipping at 1.0 inside
+        the update (models/clipped_adamw.py): with `adamw: fused-clip` as the fused kernel's gradient scale; with
+        `adamw: compiled` in an update compiled with the workload's compile backend (always capturable)."""
         params = [p for p in model.parameters() if p.requires_grad]
+        if options.adamw == "fused-clip":
+            return FusedClippedAdamW(
+                params,
+                max_norm=CLIP,
+                lr=workload.lr,
+                betas=(0.9, 0.95),
+                eps=1e-8,
+                weight_decay=1e-10,
+                capturable=options.cuda_graphs == "whole-step",
+            )
         if options.adamw == "compiled":
             return ClippedAdamW(
                 params,

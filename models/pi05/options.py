@@ -42,9 +42,10 @@ class Pi05Options:
     time_sampling: TimeSampling = "harness"
     fused_qkv: bool = False
     fused_gate_up: bool = False
-    # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; compiled: the
-    # gradient clipping folded into the AdamW update, compiled as one function (models/clipped_adamw.py)
-    adamw: Literal["foreach", "fused", "compiled"] = "foreach"
+    # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; the gradient
+    # clipping folded into the update (models/clipped_adamw.py): fused-clip, as the fused kernel's gradient scale;
+    # compiled, with the update compiled as one function
+    adamw: Literal["foreach", "fused", "fused-clip", "compiled"] = "foreach"
     # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
     # (models/whole_step_graph.py); one process, a CUDA device
     cuda_graphs: Literal["none", "whole-step"] = "none"
