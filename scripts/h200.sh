@@ -15,10 +15,12 @@ set -uo pipefail
 part=$1
 out=${OUT:-/tmp/out}
 mkdir -p "$out" results/h200
-export PYTHONUNBUFFERED=1 PIP_LOG=$out/pip.log
+# A device call returns at most 8 files, so the parts of one call share one machine.txt (the commit and the GPU's
+# state before each part) and pip's log stays on the machine (device-setup prints its tail when an install fails).
+export PYTHONUNBUFFERED=1 PIP_LOG=/tmp/pip.log
 source scripts/device-setup.sh  # the wheels carried in .whl (torchao), vlabench
-git rev-parse HEAD > "$out/git.txt" 2>&1; git status --porcelain 2>&1 | head -5 >> "$out/git.txt"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv | tee "$out/gpu-$part.txt"
+{ echo "== $part: commit ${VLABENCH_GIT_SHA:-$(git rev-parse HEAD 2>&1)}"
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv; } | tee -a "$out/machine.txt"
 ladder=results/h200/pi05-loongforge.json
 run() { vlabench run scenarios/pi05-loongforge.yaml --target h200 --out $ladder --rung-timeout 450 "$@"; }
 case $part in
