@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.ladder.profile import is_annotation, short_name  # noqa: E402
-from models.clipped_adamw import FusedClippedAdamW  # noqa: E402
+from models.family import clip_and_step  # noqa: E402
 from models.pi05 import CLIP, FAMILY, parse_options  # noqa: E402
 from models.workload import Workload  # noqa: E402
 
@@ -96,8 +96,9 @@ def graphed(fn: Callable[[], None]) -> Callable[[], None]:
     return graph.replay
 
 
-def variants(params: list[torch.Tensor], lr: float) -> dict[str, Callable[[], Callable[[], None]]]:
+def variants(model: torch.nn.Module, workload: Workload) -> dict[str, Callable[[], Callable[[], None]]]:
     """name -> a maker of the callable to time (made when measured, so one optimizer's state lives at a time)."""
+    params = [p for p in model.parameters() if p.requires_grad]
     grads = [p.grad for p in params]
 
     def coefficient() -> torch.Tensor:
@@ -109,20 +110,11 @@ def variants(params: list[torch.Tensor], lr: float) -> dict[str, Callable[[], Ca
         by_dtype.setdefault(g.dtype, []).append(g)
     coef = coefficient()
 
-    def adamw(**kw) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10, **kw)
-
-    def fused_clip() -> FusedClippedAdamW:
-        return FusedClippedAdamW(
-            params, max_norm=CLIP, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10, capturable=True
-        )
-
-    def clip_then(opt: torch.optim.Optimizer) -> Callable[[], None]:
-        def fn():
-            torch.nn.utils.clip_grad_norm_(params, CLIP)
-            opt.step()
-
-        return fn
+    def clip_and_adamw(adamw: str, capturable: bool) -> Callable[[], None]:
+        """The step's clipping and optimizer as the family makes them (`adamw` option; capturable as for a graph)."""
+        options = parse_options({"adamw": adamw, "cuda_graphs": "whole-step" if capturable else "none"})
+        optimizer = FAMILY.optimizer(model, options, workload, "cuda")
+        return lambda: clip_and_step(optimizer, params, CLIP)
 
     made = {
         "total norm (get_total_norm)": lambda: lambda: torch.nn.utils.get_total_norm(grads, 2.0, foreach=True),
@@ -136,13 +128,13 @@ def variants(params: list[torch.Tensor], lr: float) -> dict[str, Callable[[], Ca
         )
     made.update(
         {
-            "clip + AdamW foreach": lambda: clip_then(adamw(foreach=True)),
-            "clip + AdamW foreach capturable, graphed": lambda: graphed(
-                clip_then(adamw(foreach=True, capturable=True))
+            "clip + AdamW foreach": lambda: clip_and_adamw("foreach", False),
+            "clip + AdamW foreach capturable, graphed": lambda: graphed(clip_and_adamw("foreach", True)),
+            "clip + AdamW fused": lambda: clip_and_adamw("fused", False),
+            "clip + AdamW fused capturable, graphed": lambda: graphed(clip_and_adamw("fused", True)),
+            "AdamW fused with the clip as its gradient scale (fused-clip), graphed": lambda: graphed(
+                clip_and_adamw("fused-clip", True)
             ),
-            "clip + AdamW fused": lambda: clip_then(adamw(fused=True)),
-            "clip + AdamW fused capturable, graphed": lambda: graphed(clip_then(adamw(fused=True, capturable=True))),
-            "AdamW fused with the clip as its gradient scale (fused-clip), graphed": lambda: graphed(fused_clip().step),
         }
     )
     return made
@@ -166,7 +158,7 @@ def main() -> int:
     dtypes = {str(dt): sum(p.numel() for p in params if p.dtype == dt) for dt in {p.dtype for p in params}}
     print(f"{len(params)} parameter tensors, elements by dtype: {dtypes}")
     results = {}
-    for name, make in variants(params, workload.lr).items():
+    for name, make in variants(model, workload).items():
         results[name] = measure(make(), args.repeats)
         r = results[name]
         print(

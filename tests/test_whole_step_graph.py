@@ -57,6 +57,7 @@ def test_refusals_name_the_reason():
     [
         {},
         {"adamw": "fused"},
+        {"adamw": "fused-clip"},
         {"adamw": "compiled"},
         {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}},
     ],

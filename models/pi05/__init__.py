@@ -138,35 +138,13 @@ class Pi05Family(ModelFamily):
         the update (models/clipped_adamw.py): with `adamw: fused-clip` as the fused kernel's gradient scale; with
         `adamw: compiled` in an update compiled with the workload's compile backend (always capturable)."""
         params = [p for p in model.parameters() if p.requires_grad]
+        adamw = dict(lr=workload.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10)  # openpi's, every variant
+        capturable = options.cuda_graphs == "whole-step"
         if options.adamw == "fused-clip":
-            return FusedClippedAdamW(
-                params,
-                max_norm=CLIP,
-                lr=workload.lr,
-                betas=(0.9, 0.95),
-                eps=1e-8,
-                weight_decay=1e-10,
-                capturable=options.cuda_graphs == "whole-step",
-            )
+            return FusedClippedAdamW(params, max_norm=CLIP, capturable=capturable, **adamw)
         if options.adamw == "compiled":
-            return ClippedAdamW(
-                params,
-                max_norm=CLIP,
-                backend=workload.compile_backend,
-                lr=workload.lr,
-                betas=(0.9, 0.95),
-                eps=1e-8,
-                weight_decay=1e-10,
-            )
-        return torch.optim.AdamW(
-            params,
-            lr=workload.lr,
-            betas=(0.9, 0.95),
-            eps=1e-8,
-            weight_decay=1e-10,
-            fused=options.adamw == "fused" or None,
-            capturable=options.cuda_graphs == "whole-step",
-        )
+            return ClippedAdamW(params, max_norm=CLIP, backend=workload.compile_backend, **adamw)
+        return torch.optim.AdamW(params, fused=options.adamw == "fused" or None, capturable=capturable, **adamw)
 
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Pi05Options) -> Step:
         """The standard step (loss, backward, clip at 1.0, AdamW), or the same replayed from one CUDA graph."""
