@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .clipped_adamw import ClippedAdamW
+from .triton_adamw import TritonClippedAdamW
 
 WARMUP = 3  # eager forward/backward passes before a capture (torch's documented recipe; LoongForge's default)
 
@@ -50,9 +51,10 @@ def warm_up(
 
 
 def prepare_optimizer(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
-    """What an optimizer step needs before its capture: a compiled update (ClippedAdamW) compiled by a warm-up
-    that moves nothing; otherwise the state made once (init_optimizer_state), leaving zero gradients."""
-    if isinstance(optimizer, ClippedAdamW):
+    """What an optimizer step needs before its capture: a compiled update (ClippedAdamW) or Triton kernels
+    (TritonClippedAdamW) compiled by a warm-up that moves nothing; otherwise the state made once
+    (init_optimizer_state), leaving zero gradients."""
+    if isinstance(optimizer, (ClippedAdamW, TritonClippedAdamW)):
         optimizer.warm_up()
     elif not optimizer.state:
         init_optimizer_state(optimizer, params)

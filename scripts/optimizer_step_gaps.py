@@ -135,9 +135,62 @@ def variants(model: torch.nn.Module, workload: Workload) -> dict[str, Callable[[
             "AdamW fused with the clip as its gradient scale (fused-clip), graphed": lambda: graphed(
                 clip_and_adamw("fused-clip", True)
             ),
+            "clip + AdamW in Triton kernels over every tensor (triton-clip)": lambda: clip_and_adamw(
+                "triton-clip", True
+            ),
+            "clip + AdamW in Triton kernels over every tensor (triton-clip), graphed": lambda: graphed(
+                clip_and_adamw("triton-clip", True)
+            ),
         }
     )
     return made
+
+
+def agreement(model: torch.nn.Module, workload: Workload, steps: int = 3) -> dict:
+    """`steps` steps of triton-clip against fused-clip from the same weights and gradients: the total norm each
+    clips with, and per tensor kind (weights, exp_avg, exp_avg_sq) the share of elements that are not bit-equal and
+    the largest difference relative to the largest value (bf16 rounds each side's fp32 result)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    start = [p.detach().clone() for p in params]
+    grads = [p.grad.clone() for p in params]  # fused-clip clips the gradients in place: each step starts from these
+    out, ends = {}, {}
+    for adamw in ("fused-clip", "triton-clip"):
+        with torch.no_grad():
+            for p, s in zip(params, start):
+                p.copy_(s)
+        options = parse_options({"adamw": adamw, "cuda_graphs": "whole-step"})
+        optimizer = FAMILY.optimizer(model, options, workload, "cuda")
+        for _ in range(steps):
+            with torch.no_grad():
+                for p, g in zip(params, grads):
+                    p.grad.copy_(g)
+            clip_and_step(optimizer, params, CLIP)
+        state = [optimizer.state[p] for p in params]
+        ends[adamw] = {
+            "weights": [p.detach().clone() for p in params],
+            "exp_avg": [s["exp_avg"] for s in state],
+            "exp_avg_sq": [s["exp_avg_sq"] for s in state],
+        }
+        if adamw == "triton-clip":
+            out["total_norm_triton"] = optimizer.total_norm().item()
+        del optimizer
+    out["total_norm_torch"] = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True).item()
+    for kind in ("weights", "exp_avg", "exp_avg_sq"):
+        a_all, b_all = ends["fused-clip"][kind], ends["triton-clip"][kind]
+        differ = sum(int((a != b).sum()) for a, b in zip(a_all, b_all))
+        scale = max(a.abs().max().item() for a in a_all)
+        out[kind] = {
+            "share_not_bit_equal": differ / sum(a.numel() for a in a_all),
+            "max_difference_over_max_value": max(
+                (a.float() - b.float()).abs().max().item() for a, b in zip(a_all, b_all)
+            )
+            / scale,
+        }
+    with torch.no_grad():
+        for p, s, g in zip(params, start, grads):
+            p.copy_(s)
+            p.grad.copy_(g)
+    return out
 
 
 def main() -> int:
@@ -169,8 +222,15 @@ def main() -> int:
             idle = f"  [idle {run['idle_before_ms']:.2f} ms before]" if run["idle_before_ms"] * 1e3 >= GAP_US else ""
             print(f"    {run['count']:5d} x {run['kernel']}  {run['ms']:.2f} ms{idle}")
         torch.cuda.empty_cache()
+    agree = agreement(model, workload)
+    print(f"triton-clip against fused-clip after 3 steps from the same weights and gradients: {json.dumps(agree)}")
     if args.out:
-        args.out.write_text(json.dumps({"parameters": len(params), "elements": dtypes, "variants": results}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {"parameters": len(params), "elements": dtypes, "variants": results, "triton_vs_fused_clip": agree},
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -59,6 +59,7 @@ def test_refusals_name_the_reason():
         {"adamw": "fused"},
         {"adamw": "fused-clip"},
         {"adamw": "compiled"},
+        {"adamw": "triton-clip"},
         {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}},
     ],
 )

@@ -44,8 +44,9 @@ class Pi05Options:
     fused_gate_up: bool = False
     # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; the gradient
     # clipping folded into the update (models/clipped_adamw.py): fused-clip, as the fused kernel's gradient scale;
-    # compiled, with the update compiled as one function
-    adamw: Literal["foreach", "fused", "fused-clip", "compiled"] = "foreach"
+    # compiled, with the update compiled as one function; triton-clip, the clipping and the update in two Triton
+    # kernels over every tensor at once (models/triton_adamw.py, CUDA only)
+    adamw: Literal["foreach", "fused", "fused-clip", "compiled", "triton-clip"] = "foreach"
     # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
     # (models/whole_step_graph.py); one process, a CUDA device
     cuda_graphs: Literal["none", "whole-step"] = "none"
