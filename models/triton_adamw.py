@@ -22,8 +22,8 @@ kernel reads 16-byte-aligned tensors through it without per-tensor kernel argume
 their addresses; gradients get new ones whenever backward allocates them (each CUDA-graph capture, for example),
 so their column is rewritten on the device with foreach adds of the offsets as scalars (kernel arguments), which a
 CUDA-graph capture records like any kernel: no host-to-device copy, no synchronisation. Requirements: CUDA, triton,
-contiguous parameters and gradients at 16-byte-aligned addresses, and a gradient for every parameter at each
-step (the update covers the whole table).
+contiguous parameters and gradients at 16-byte-aligned addresses. As torch's AdamW, a step skips the parameters
+without a gradient; the tables are made for those that have one, again when that set changes (outside a capture).
 """
 
 from __future__ import annotations
@@ -246,27 +246,44 @@ class TritonClippedAdamW(ClipsInStep, torch.optim.AdamW):
                     "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                     "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
                 }
-        self._make_buckets()
-
-    def _make_buckets(self) -> None:
-        """The tables for the current parameters and state (again after load_state_dict replaces the state)."""
         self.buckets: list[_Bucket] = []
+        self.made_for: tuple | None = None  # which parameters had gradients when the tables were made
+
+    def current_buckets(self) -> list[_Bucket]:
+        """The tables for the parameters that have gradients now (torch's AdamW skips the others), made again when
+        that set changes, or after load_state_dict replaces the state. The tables are copied to the device, which a
+        CUDA-graph capture cannot record, so inside a capture the set must be the one of the step before it."""
+        have = tuple(p.grad is not None for group in self.param_groups for p in group["params"])
+        if have == self.made_for:
+            return self.buckets
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise ValueError(
+                "adamw: triton-clip: the parameters with gradients inside this CUDA-graph capture are not those of "
+                "the step before it (a warm-up step with the same gradients must come first)"
+            )
+        self.buckets = []
         for group in self.param_groups:
             by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
             for p in group["params"]:
-                by_dtype.setdefault(p.dtype, []).append(p)
+                if p.grad is not None:
+                    by_dtype.setdefault(p.dtype, []).append(p)
             for params in by_dtype.values():
                 self.buckets.append(_Bucket(group, params, [self.state[p] for p in params]))
+        self.made_for = have
+        return self.buckets
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
-        self._make_buckets()
+        self.made_for = None  # new state tensors: the tables are made again at the next step
 
     def total_norm(self) -> torch.Tensor:
         """The gradients' total 2-norm (fp32 device scalar), summed in fp32 throughout."""
-        for b in self.buckets:
+        buckets = self.current_buckets()
+        if not buckets:
+            return torch.zeros((), dtype=torch.float32, device=self.param_groups[0]["params"][0].device)
+        for b in buckets:
             b.point_at_grads()
-        return torch.stack([b.sum_squares() for b in self.buckets]).sum().sqrt()
+        return torch.stack([b.sum_squares() for b in buckets]).sum().sqrt()
 
     def clip_coefficient(self) -> torch.Tensor:
         """clip_grad_norm_'s coefficient min(max_norm / (total norm + 1e-6), 1), as a device scalar."""
@@ -276,12 +293,6 @@ class TritonClippedAdamW(ClipsInStep, torch.optim.AdamW):
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("TritonClippedAdamW.step takes no closure")
-        missing = sum(p.grad is None for b in self.buckets for p in b.params)
-        if missing:
-            raise ValueError(
-                f"adamw: triton-clip updates every parameter it was made with, and {missing} have no gradient "
-                "(make the optimizer with the trained parameters only)"
-            )
         coef = self.clip_coefficient()
         torch._foreach_add_([s["step"] for b in self.buckets for s in b.states], 1)
         for b in self.buckets:
@@ -291,13 +302,13 @@ class TritonClippedAdamW(ClipsInStep, torch.optim.AdamW):
 
     @torch.no_grad()
     def warm_up(self) -> None:
-        """Compile the kernels outside any CUDA-graph capture (a compile cannot run inside one): one step on all-zero
-        gradients with weight decay off, an update of exactly zero, then the state reset to the zeros it starts from
+        """Compile the kernels and make the tables outside any CUDA-graph capture (neither can run inside one): one
+        step on all-zero gradients for the parameters that have gradients, with weight decay off, an update of exactly zero, then the state reset to the zeros it starts from
         and the gradients put back. Nothing once a step has run: the kernels are compiled, and the state is
         training's."""
         if self.stepped:
             return
-        params = [p for b in self.buckets for p in b.params]
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
         grads = [p.grad for p in params]
         decays = [group["weight_decay"] for group in self.param_groups]
         for p in params:

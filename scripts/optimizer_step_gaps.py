@@ -152,7 +152,8 @@ def agreement(model: torch.nn.Module, workload: Workload, steps: int = 3) -> dic
     the largest difference relative to the largest value (bf16 rounds each side's fp32 result)."""
     params = [p for p in model.parameters() if p.requires_grad]
     start = [p.detach().clone() for p in params]
-    grads = [p.grad.clone() for p in params]  # fused-clip clips the gradients in place: each step starts from these
+    torch.manual_seed(1)  # fresh gradients: the variants timed before scaled them in place many times over
+    grads = [torch.randn_like(p) * 1e-4 for p in params]  # fused-clip clips in place: each step starts from these
     out, ends = {}, {}
     for adamw in ("fused-clip", "triton-clip"):
         with torch.no_grad():
