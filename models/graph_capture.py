@@ -51,11 +51,15 @@ def warm_up(
 
 
 def prepare_optimizer(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
-    """What an optimizer step needs before its capture: a compiled update (ClippedAdamW) or Triton kernels
-    (TritonClippedAdamW) compiled by a warm-up that moves nothing; otherwise the state made once
-    (init_optimizer_state), leaving zero gradients."""
-    if isinstance(optimizer, (ClippedAdamW, TritonClippedAdamW)):
+    """What an optimizer step needs before its capture: a compiled update (ClippedAdamW) compiled by a warm-up
+    that moves nothing; otherwise the state made once (init_optimizer_state), leaving zero gradients. Triton's
+    AdamW makes its state at construction, and the same zero step compiles its kernels and makes its tables, for
+    the parameters the warm-up's backward gave gradients (the ones the captured step will have)."""
+    if isinstance(optimizer, ClippedAdamW):
         optimizer.warm_up()
+    elif isinstance(optimizer, TritonClippedAdamW):
+        if not optimizer.stepped:
+            init_optimizer_state(optimizer, [p for p in params if p.grad is not None])
     elif not optimizer.state:
         init_optimizer_state(optimizer, params)
 

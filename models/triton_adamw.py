@@ -15,7 +15,8 @@ reads its parameter, gradient and two moments with 16-byte loads.
   tensor's device step counter), with the gradient multiplied by the coefficient as it is read. The gradients
   themselves are left as backward made them (not clipped in place), since the step drops them after the update.
 - The state is torch AdamW's (`step`, `exp_avg`, `exp_avg_sq` per parameter, made at construction), so
-  `state_dict` and `init_optimizer_state` (models/graph_capture.py) work as for torch's AdamW.
+  `state_dict` and `init_optimizer_state` (models/graph_capture.py, which a CUDA-graph capture runs first to
+  compile the kernels and make the tables) work as for torch's AdamW.
 
 The tables hold each tensor's address as an offset, in elements, from one base tensor passed to the kernel: the
 kernel reads 16-byte-aligned tensors through it without per-tensor kernel arguments. Parameters and state keep
@@ -37,7 +38,6 @@ from .clipped_adamw import ClipsInStep
 
 BLOCK = 4096  # elements per program
 ALIGN_BYTES = 16  # the kernels' vector loads
-COLUMNS = ("param", "grad", "exp_avg", "exp_avg_sq", "step")  # the offsets table's columns
 
 
 def block_table(numels: list[int], block: int = BLOCK) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -79,7 +79,8 @@ def offsets_from(base: torch.Tensor, tensors: list[torch.Tensor], what: str) -> 
 def kernels():
     """The two Triton kernels, defined on first use (triton is imported only where a step runs on CUDA). Each
     program takes BLOCK elements of one tensor: `tensor_of[pid]`, from element `start_of[pid]`; MASKED programs
-    cover the tensors' last, partial blocks. `rows[t]` holds tensor t's offsets (COLUMNS)."""
+    cover the tensors' last, partial blocks. `rows[t]` holds tensor t's five offsets: its parameter, gradient,
+    exp_avg and exp_avg_sq from `base`, its step counter from `steps`."""
     import triton
     import triton.language as tl
 
@@ -233,10 +234,9 @@ class TritonClippedAdamW(ClipsInStep, torch.optim.AdamW):
     step makes no host synchronisation and can be replayed from a CUDA graph."""
 
     def __init__(self, params, *, max_norm: float, lr: float, betas=(0.9, 0.999), eps=1e-8, **kw):
-        kw.pop("capturable", None)  # always capturable: the step counters live on the device
         super().__init__(params, lr=lr, betas=betas, eps=eps, foreach=False, capturable=True, **kw)
         self.max_norm = float(max_norm)
-        self.stepped = False  # whether a step has run (and so the kernels are compiled)
+        self.stepped = False  # whether a step has run (and so the kernels are compiled and the tables made)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.device.type != "cuda":
@@ -293,34 +293,11 @@ class TritonClippedAdamW(ClipsInStep, torch.optim.AdamW):
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("TritonClippedAdamW.step takes no closure")
+        if not self.current_buckets():
+            return None  # no gradients at all: nothing to update, as in torch's AdamW
         coef = self.clip_coefficient()
         torch._foreach_add_([s["step"] for b in self.buckets for s in b.states], 1)
         for b in self.buckets:
             b.update(coef)
         self.stepped = True
         return None
-
-    @torch.no_grad()
-    def warm_up(self) -> None:
-        """Compile the kernels and make the tables outside any CUDA-graph capture (neither can run inside one): one
-        step on all-zero gradients for the parameters that have gradients, with weight decay off, an update of exactly zero, then the state reset to the zeros it starts from
-        and the gradients put back. Nothing once a step has run: the kernels are compiled, and the state is
-        training's."""
-        if self.stepped:
-            return
-        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
-        grads = [p.grad for p in params]
-        decays = [group["weight_decay"] for group in self.param_groups]
-        for p in params:
-            p.grad = torch.zeros_like(p)
-        for group in self.param_groups:
-            group["weight_decay"] = 0.0
-        self.step()
-        for group, decay in zip(self.param_groups, decays):
-            group["weight_decay"] = decay
-        for p, g in zip(params, grads):
-            p.grad = g
-        for state in self.state.values():
-            for value in state.values():
-                value.zero_()
-        self.stepped = False
