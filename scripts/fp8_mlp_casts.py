@@ -4,7 +4,8 @@
 `vlabench profile` of the fp8 rung shows the MLP backward's fused kernel (GELU backward, amax, FP8 cast of the
 gradients in both layouts) at 2.2 ms per layer against 0.87 ms for bf16's GELU backward: the weight-gradient GEMM
 reads the gradient token-major, so the cast also writes a transposed copy. This times the MLP as bf16, as torchao
-FP8 (tensorwise), with inductor's N-D tiling preferred, and with the weight-gradient GEMMs left in bf16; then the
+FP8 (tensorwise), with inductor's N-D tiling preferred, with the weight-gradient GEMMs left in bf16, and as
+models/fp8_mlp.py's one function with tiled Triton casts (`fp8_mlp: triton`); then the
 GELU backward with the two-layout cast alone: inductor's kernel against a hand-written tiled Triton kernel.
 
     python scripts/fp8_mlp_casts.py [--tokens N] [--repeats 20] [--out FILE.json] [--kernels FILE.txt]
@@ -66,6 +67,8 @@ def mlp_step(fp8: str | None, compile_options: dict | None, tokens: int) -> Call
             cast_config_grad_output_for_grad_weight=off,
         )
         convert_to_float8_training(model, config=config)
+    elif fp8 == "triton":
+        model.mlp.fp8_function = True  # `fp8_mlp: triton`: the MLP as one function with tiled Triton casts
     model.mlp.compile(fullgraph=True, options=compile_options)
     x = torch.randn(tokens, FULL.llm.width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(tokens, FULL.llm.width, device="cuda", dtype=torch.bfloat16)
@@ -188,6 +191,7 @@ def main(argv=None) -> int:
         "MLP fp8 tensorwise (torchao)": ("tensorwise", None),
         "MLP fp8 tensorwise, inductor prefer_nd_tiling": ("tensorwise", {"triton.prefer_nd_tiling": True}),
         "MLP fp8 tensorwise, grad-weight GEMMs in bf16": ("tensorwise, grad-weight bf16", None),
+        "MLP fp8 tensorwise, one function with tiled Triton casts (fp8_mlp: triton)": ("triton", None),
     }
     for name, (fp8, options) in mlp_variants.items():
         try:

@@ -38,6 +38,8 @@ class Pi05Family(ModelFamily):
             return f"CUDA graphs need a CUDA device; this target's backend is {backend}"
         if options.adamw == "triton-clip" and backend != "cuda":
             return f"adamw: triton-clip runs Triton kernels on a CUDA device; this target's backend is {backend}"
+        if options.linear == "fp8" and options.fp8_mlp == "triton" and backend != "cuda":
+            return f"fp8_mlp: triton runs Triton kernels on a CUDA device; this target's backend is {backend}"
         return None
 
     def parity_tolerance(self, baseline: Pi05Options, options: Pi05Options, dtype: str) -> tuple[float, str]:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..fp8_mlp import fp8_gated_mlp
 from ..siglip import VisionLayer
 from .attention import JointAttention, eager_attention, prepare_mask, sdpa_attention
 from .config import GemmaConfig, Pi05Config, VisionConfig
@@ -82,11 +83,14 @@ class GemmaMLP(nn.Module):
     def __init__(self, cfg: GemmaConfig):
         super().__init__()
         self.gate_up = None  # set by the fused-gate-up switch (techniques.fuse_gate_up): returns (gate, up)
+        self.fp8_function = False  # set by the `fp8_mlp: triton` switch: the whole MLP as one FP8 function
         self.gate_proj = nn.Linear(cfg.width, cfg.mlp, bias=False)
         self.up_proj = nn.Linear(cfg.width, cfg.mlp, bias=False)
         self.down_proj = nn.Linear(cfg.mlp, cfg.width, bias=False)
 
     def forward(self, x):
+        if self.fp8_function:
+            return fp8_gated_mlp(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
         gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
         return self.down_proj(F.gelu(gate, approximate="tanh") * up)
 

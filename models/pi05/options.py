@@ -39,6 +39,10 @@ class Pi05Options:
     compile_vision: bool = False
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
+    # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one
+    # function whose casts (both layouts the GEMMs read) are tiled Triton kernels (models/fp8_mlp.py; tensorwise
+    # scaling as torchao's, CUDA only)
+    fp8_mlp: Literal["torchao", "triton"] = "torchao"
     time_sampling: TimeSampling = "harness"
     fused_qkv: bool = False
     fused_gate_up: bool = False

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..family import Applied
-from ..fp8 import apply_fp8
+from ..fp8 import apply_fp8, fp8_filter
 from ..fused import fuse_linears
 from ..npu import NpuGateUp
 from ..recompute import apply_recompute
@@ -81,10 +81,32 @@ def fuse_gate_up(model: Pi05Model) -> None:
 
 
 def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
+    """FP8 training linears (`linear: fp8`); returns the names of the linears that run in FP8."""
     if options.linear != "fp8":
         return []
     skip = FP8_SKIP + (FP8_SKIP_COMPILED_VISION if options.compile_vision else FP8_SKIP_EAGER_VISION)
-    return apply_fp8(model, options.fp8_recipe, min_features=model.cfg.fp8_min_features, skip=skip)
+    mlp_linears = apply_fp8_mlp(model, options) if options.fp8_mlp == "triton" else []
+    return mlp_linears + apply_fp8(
+        model, options.fp8_recipe, min_features=model.cfg.fp8_min_features, skip=skip + tuple(mlp_linears)
+    )
+
+
+def apply_fp8_mlp(model: Pi05Model, options: Pi05Options) -> list[str]:
+    """`fp8_mlp: triton`: every Gemma MLP (both streams) whose linears torchao would convert runs as one FP8 function (models/fp8_mlp.py) instead of
+    three torchao linears; returns its linears' names, which torchao then leaves alone."""
+    if options.fp8_recipe != "tensorwise" or options.fused_gate_up:
+        raise ValueError(
+            "fp8_mlp: triton implements torchao's tensorwise recipe on separate gate and up projections; this rung "
+            f"has fp8_recipe: {options.fp8_recipe}, fused_gate_up: {str(options.fused_gate_up).lower()} "
+            "(use fp8_recipe: tensorwise and fused_gate_up: false, or fp8_mlp: torchao)"
+        )
+    keep, names = fp8_filter(model.cfg.fp8_min_features), []
+    for name, mlp in model.named_modules():
+        linears = [f"{name}.{linear}" for linear in ("gate_proj", "up_proj", "down_proj")]
+        if isinstance(mlp, GemmaMLP) and all(keep(model.get_submodule(n), n) for n in linears):
+            mlp.fp8_function = True
+            names += linears
+    return names
 
 
 def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:

@@ -1,0 +1,237 @@
+"""The FP8 gated MLP (models/fp8_mlp.py, Pi0.5's `fp8_mlp: triton`): on the CPU, torchao's tensorwise float8
+arithmetic to the bit (forward and every gradient), the casts' layouts and dtypes, a compiled function against the
+eager one, and the option's switch and refusals; on a GPU with triton, the Triton cast kernels against the torch
+operations they replace, and the function against torchao's Float8Linear MLP with real FP8 GEMMs, eager and replayed
+from a CUDA graph."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from models.fp8_mlp import (
+    FP8,
+    FP8_GRAD,
+    GELU_BACKWARD,
+    GELU_MUL,
+    PLAIN,
+    both_layouts,
+    fp8_cast,
+    fp8_gated_mlp,
+    fp8_gelu_mul_backward_cast,
+    fp8_gelu_mul_cast,
+    gelu_mul,
+    gelu_mul_backward,
+    launch,
+    tensor_scale,
+    to_fp8,
+)
+from models.pi05 import FAMILY, parse_options
+from models.pi05.config import TINY, GemmaConfig
+from models.pi05.model import GemmaMLP, Pi05Model
+from models.pi05.techniques import apply_options
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_gpu = pytest.mark.skipif(
+    not (torch.cuda.is_available() and _has_triton()), reason="the kernels need a CUDA device and triton"
+)
+
+
+class Holder(nn.Module):
+    def __init__(self, width: int, mlp: int):
+        super().__init__()
+        self.mlp = GemmaMLP(GemmaConfig(width=width, layers=1, mlp=mlp))
+
+    def forward(self, x):
+        return self.mlp(x)
+
+
+def _pair(width=64, mlp=128, dtype=torch.float32, device="cpu", emulate=True):
+    """A plain MLP and a torchao Float8Linear copy of it (emulate: FP8 casts, high-precision GEMMs)."""
+    from models.fp8 import apply_fp8
+
+    torch.manual_seed(0)
+    plain = Holder(width, mlp).to(device, dtype)
+    converted = Holder(width, mlp).to(device, dtype)
+    converted.load_state_dict(plain.state_dict())
+    assert len(apply_fp8(converted, "tensorwise", min_features=16, emulate=emulate)) == 3
+    return plain, converted
+
+
+def _outputs(fn, mlp: GemmaMLP, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
+    """fn(x) and the gradients of x and of the three weights for the output gradient `grad`."""
+    for p in mlp.parameters():
+        p.grad = None
+    x = x.clone().requires_grad_()
+    out = fn(x)
+    out.backward(grad)
+    return [out.detach(), x.grad] + [lin.weight.grad for lin in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+
+
+def _ours(mlp: GemmaMLP):
+    return lambda x: fp8_gated_mlp(x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
+
+
+def test_matches_torchao_tensorwise_float8_to_the_bit_forward_and_backward():
+    pytest.importorskip("torchao")
+    plain, converted = _pair()
+    torch.manual_seed(1)
+    x, grad = torch.randn(3, 40, 64), torch.randn(3, 40, 64)
+    ours = _outputs(_ours(plain.mlp), plain.mlp, x, grad)
+    torchao = _outputs(converted, converted.mlp, x, grad)
+    exact = _outputs(plain, plain.mlp, x, grad)
+    for name, a, b, ref in zip(["out", "x", "gate", "up", "down"], ours, torchao, exact):
+        assert a.shape == b.shape and torch.equal(a, b), name
+        # and it is FP8 arithmetic, not the fp32 MLP: e4m3/e5m2 rounding leaves a few percent
+        err = ((a - ref).norm() / ref.norm()).item()
+        assert 1e-3 < err < 0.2, (name, err)
+
+
+def test_the_casts_write_both_layouts_in_the_gemms_dtypes():
+    torch.manual_seed(0)
+    x, gate, up = (torch.randn(24, 40, dtype=torch.bfloat16) for _ in range(3))
+    scale = tensor_scale(x)
+    assert scale.dtype == torch.float32 and scale.shape == (1,)
+    assert scale.item() == pytest.approx(448.0 / x.abs().max().float().item())
+    assert tensor_scale(x, gradient=True).item() == pytest.approx(57344.0 / x.abs().max().float().item())
+    for gradient, dtype in ((False, FP8), (True, FP8_GRAD)):
+        q, qt = fp8_cast(x, scale, gradient)
+        assert q.dtype == qt.dtype == dtype and q.shape == (24, 40) and qt.shape == (40, 24) and qt.is_contiguous()
+        assert torch.equal(qt.t().float(), q.float())
+    q, qt = fp8_gelu_mul_cast(gate, up, scale)
+    assert q.dtype == FP8 and torch.equal(q.float(), to_fp8(gelu_mul(gate, up), scale).float())
+    d_gate, d_up = gelu_mul_backward(x, gate, up)
+    g_scale, u_scale = tensor_scale(d_gate, True), tensor_scale(d_up, True)
+    qg, qgt, qu, qut = fp8_gelu_mul_backward_cast(x, gate, up, g_scale, u_scale)
+    assert qg.dtype == qu.dtype == FP8_GRAD and torch.equal(qgt.t().float(), qg.float())
+    assert torch.equal(qu.float(), to_fp8(d_up, u_scale, True).float())
+    # the largest gradient lands on e5m2's largest value: the scale maps amax there
+    assert qg.float().abs().max().item() == torch.finfo(FP8_GRAD).max
+
+
+def test_gelu_mul_backward_is_autograds_gradient():
+    torch.manual_seed(0)
+    grad, gate, up = (torch.randn(50, 30, dtype=torch.float64) for _ in range(3))
+    gate.requires_grad_(), up.requires_grad_()
+    (torch.nn.functional.gelu(gate, approximate="tanh") * up).backward(grad)
+    d_gate, d_up = gelu_mul_backward(grad, gate.detach(), up.detach())
+    torch.testing.assert_close(d_gate.double(), gate.grad, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(d_up.double(), up.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_function_traces_whole_and_matches_eager():
+    plain = Holder(32, 64).to(torch.float32)
+    torch.manual_seed(1)
+    x, grad = torch.randn(2, 16, 32), torch.randn(2, 16, 32)
+    eager = _outputs(_ours(plain.mlp), plain.mlp, x, grad)
+    compiled = torch.compile(_ours(plain.mlp), backend="aot_eager", fullgraph=True)
+    for a, b in zip(_outputs(compiled, plain.mlp, x, grad), eager):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_option_runs_every_gemma_mlp_as_the_function_and_torchao_skips_its_linears():
+    pytest.importorskip("torchao")
+    model = Pi05Model(dataclasses.replace(TINY, fp8_min_features=16))  # TINY's widths are under the default
+    applied = apply_options(model, parse_options({"linear": "fp8", "fp8_mlp": "triton", "recompute": "none"}))
+    mlps = [(n, m) for n, m in model.named_modules() if isinstance(m, GemmaMLP)]
+    assert len(mlps) == 2 * TINY.llm.layers and all(m.fp8_function for _, m in mlps)
+    for name, mlp in mlps:
+        assert type(mlp.gate_proj) is nn.Linear and type(mlp.down_proj) is nn.Linear  # not Float8Linear
+        assert f"{name}.gate_proj" in applied.fp8_linears and f"{name}.down_proj" in applied.fp8_linears
+    others = [n for n in applied.fp8_linears if ".mlp." not in n]
+    assert others and all(type(model.get_submodule(n)) is not nn.Linear for n in others)  # torchao's
+    x = torch.randn(2, 5, TINY.llm.width)
+    mlp = mlps[0][1]
+    assert torch.equal(mlp(x), _ours(mlp)(x))
+
+
+def test_refusals_name_the_options():
+    model = Pi05Model(TINY)
+    with pytest.raises(ValueError, match="fp8_recipe: rowwise"):
+        apply_options(model, parse_options({"linear": "fp8", "fp8_recipe": "rowwise", "fp8_mlp": "triton"}))
+    opts = parse_options({"linear": "fp8", "fp8_mlp": "triton"})
+    assert "CUDA device" in FAMILY.unsupported_reason(opts, "npu", frozenset({"fp8"}))
+    assert FAMILY.unsupported_reason(opts, "cuda", frozenset({"fp8"})) is None
+    with pytest.raises(ValueError, match="w_up is torch.bfloat16"):
+        fp8_gated_mlp(torch.randn(2, 32), torch.randn(64, 32), torch.randn(64, 32).bfloat16(), torch.randn(32, 64))
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(200, 144), (64, 128), (1000, 48)])
+def test_triton_casts_equal_the_torch_operations(shape):
+    torch.manual_seed(0)
+    a, b, c = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3 for _ in range(3))
+    s1, s2 = tensor_scale(a), tensor_scale(b, True)
+    d_gate, d_up = gelu_mul_backward(a, b, c)
+    expected = {
+        "plain e4m3": both_layouts(to_fp8(a, s1)),
+        "plain e5m2": both_layouts(to_fp8(a, s2, True)),
+        "gelu x up": both_layouts(to_fp8(gelu_mul(a, b), s1)),
+        "gelu backward": (*both_layouts(to_fp8(d_gate, s1, True)), *both_layouts(to_fp8(d_up, s2, True))),
+    }
+    got = {
+        "plain e4m3": launch(PLAIN, [a], [s1], 1, False),
+        "plain e5m2": launch(PLAIN, [a], [s2], 1, True),
+        "gelu x up": launch(GELU_MUL, [a, b], [s1], 1, False),
+        "gelu backward": launch(GELU_BACKWARD, [a, b, c], [s1, s2], 2, True),
+    }
+    for name, outs in got.items():
+        for out, want in zip(outs, expected[name]):
+            assert out.dtype == want.dtype and out.shape == want.shape, name
+            differ = (out.float() != want.float()).float().mean().item()
+            # GELU's tanh (an exp formula here, tanhf in torch) may move a value across a rounding boundary
+            assert differ == 0 if name.startswith("plain") else differ < 1e-3, (name, differ)
+
+
+@needs_gpu
+def test_matches_torchao_float8_linears_with_fp8_gemms_on_the_gpu():
+    pytest.importorskip("torchao")
+    plain, converted = _pair(256, 512, torch.bfloat16, "cuda", emulate=False)
+    torch.manual_seed(1)
+    x = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16)
+    grad = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16)
+    ours = _outputs(_ours(plain.mlp), plain.mlp, x, grad)
+    torchao = _outputs(converted, converted.mlp, x, grad)
+    for name, a, b in zip(["out", "x", "gate", "up", "down"], ours, torchao):
+        err = ((a.float() - b.float()).norm() / b.float().norm()).item()
+        assert err < 2e-2, (name, err)
+
+
+@needs_gpu
+def test_compiled_and_graph_replayed_steps_match_eager_on_the_gpu():
+    plain = Holder(256, 512).to("cuda", torch.bfloat16)
+    mlp = plain.mlp
+    torch.manual_seed(1)
+    x = torch.randn(2, 64, 256, device="cuda", dtype=torch.bfloat16)
+    grad = torch.randn(2, 64, 256, device="cuda", dtype=torch.bfloat16)
+    eager = _outputs(_ours(mlp), mlp, x, grad)
+    compiled = torch.compile(_ours(mlp), fullgraph=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile and warm up before the capture, as torch's graph docs do
+        once = _outputs(compiled, mlp, x, grad)
+        _outputs(compiled, mlp, x, grad)
+    torch.cuda.current_stream().wait_stream(side)
+    for a, b in zip(once, eager):  # inductor's amax and GELU may round a scale differently from eager torch
+        assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-2
+    static_x = x.clone().requires_grad_()
+    for p in mlp.parameters():
+        p.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        compiled(static_x).backward(grad)
+    graph.replay()
+    replayed = [static_x.grad] + [lin.weight.grad for lin in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+    for a, b in zip(replayed, once[1:]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
