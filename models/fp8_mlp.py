@@ -6,14 +6,16 @@ the arithmetic kept here. But an FP8 GEMM on Hopper reads both operands with the
 the weight-gradient GEMM (reduced over tokens) needs token-major copies of the output gradient and of the input.
 Under compile, inductor writes the GELU backward's two gradients in FP8 row-major and transposed from one
 pointwise kernel; on the H200 that kernel took 2.2 ms per layer against 0.87 ms for bf16's GELU backward, as its
-transposed stores are scattered. Here each cast is one program per 64 x 128 tile: it loads the tile once, computes
+transposed stores are scattered. Here each cast is one program per tile (32-128 x 64-128 elements, autotuned per
+shape at the first call): it loads the tile once, computes
 the value (plain, GELU x up, or the GELU backward), and stores it cast to FP8 both ways, Triton staging the
 transposed store through shared memory so both stores are coalesced. Each operand is cast once per step and kept
 in the layouts its GEMMs read: the weights in the forward (row-major for the forward GEMM, transposed for the input
 gradient's), the input and GELU x up in the forward (their transposed copies are what the weight gradients read).
 
 Numerics, as torchao's tensorwise recipe: e4m3 for weights and activations, e5m2 for gradients; scale = the type's
-largest value / amax (fp32, amax at least 1e-12), value x scale clamped to that largest value and rounded; GEMMs accumulate in fp32 and write bf16 (fast accumulation in the forward GEMMs only).
+largest value / amax (fp32, amax at least 1e-12), value x scale clamped to that largest value and rounded; GEMMs
+accumulate in fp32 and write bf16 (fast accumulation in the forward GEMMs only).
 The GELU backward's gradients are rounded to bf16 before their cast, as torchao casts the bf16 gradient.
 Off CUDA the casts run as torch operations and the GEMMs multiply the dequantised operands (CPU tests).
 """
@@ -29,7 +31,6 @@ from torch import Tensor
 FP8 = torch.float8_e4m3fn  # weights, inputs and activations
 FP8_GRAD = torch.float8_e5m2  # gradients: torchao's tensorwise recipe trades mantissa for range there
 AMAX_EPS = 1e-12  # torchao's floor on amax, so an all-zero tensor gets a finite scale
-TILE_ROWS, TILE_COLS = 64, 128  # a program's tile: 64 rows make each transposed store 64 contiguous bytes
 SQRT_2_OVER_PI, GELU_CUBIC = 0.7978845608028654, 0.044715
 
 PLAIN, GELU_MUL, GELU_BACKWARD = 0, 1, 2  # what a cast kernel computes from its inputs before casting
@@ -107,7 +108,14 @@ def cast_kernel():
     """The tiled cast kernel, defined on first use (triton is imported only where it runs on CUDA)."""
     import triton
     import triton.language as tl
+    from triton.language.extra import libdevice
 
+    # tiles (rows x columns): rows are contiguous in the transposed outputs, columns in the row-major ones
+    tiles = [(64, 128, 8), (128, 128, 8), (128, 64, 4), (64, 64, 4), (32, 128, 4)]
+
+    @triton.autotune(
+        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in tiles], key=["M", "N", "MODE"]
+    )
     @triton.jit
     def kernel(a_ptr, b_ptr, c_ptr, s1_ptr, s2_ptr, q1_ptr, q1t_ptr, q2_ptr, q2t_ptr, M, N, MODE: tl.constexpr,
                E5M2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):  # fmt: skip
@@ -122,12 +130,12 @@ def cast_kernel():
             v1 = a
         else:
             b = tl.load(b_ptr + rows, mask=mask, other=0.0).to(tl.float32)
-            if MODE == 1:  # GELU_MUL: a = gate, b = up; tanh(z) = 1 - 2 / (exp(2z) + 1)
-                t = 1.0 - 2.0 / (tl.exp(2.0 * 0.7978845608028654 * (a + 0.044715 * a * a * a)) + 1.0)
+            if MODE == 1:  # GELU_MUL: a = gate, b = up; tanh as torch's CUDA kernels take it (libdevice's tanhf)
+                t = libdevice.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))
                 v1 = (0.5 * a * (1.0 + t) * b).to(tl.bfloat16).to(tl.float32)
             else:  # GELU_BACKWARD: a = gradient of the product, b = gate, c = up
                 c = tl.load(c_ptr + rows, mask=mask, other=0.0).to(tl.float32)
-                t = 1.0 - 2.0 / (tl.exp(2.0 * 0.7978845608028654 * (b + 0.044715 * b * b * b)) + 1.0)
+                t = libdevice.tanh(0.7978845608028654 * (b + 0.044715 * b * b * b))
                 d_gelu = 0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * b * b)
                 v1 = (a * c * d_gelu).to(tl.bfloat16).to(tl.float32)
                 v2 = tl.clamp((a * 0.5 * b * (1.0 + t)).to(tl.bfloat16).to(tl.float32) * tl.load(s2_ptr), -top, top)
@@ -157,25 +165,8 @@ def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gr
     a, b, c = (inputs + [first, first])[:3]
     s1, s2 = (scales + scales)[:2]
     q2, q2t = outs[2:] if pairs == 2 else outs  # unused unless GELU_BACKWARD
-    grid = (triton.cdiv(m, TILE_ROWS), triton.cdiv(n, TILE_COLS))
-    cast_kernel()[grid](
-        a,
-        b,
-        c,
-        s1,
-        s2,
-        outs[0],
-        outs[1],
-        q2,
-        q2t,
-        m,
-        n,
-        MODE=mode,
-        E5M2=gradient,
-        BM=TILE_ROWS,
-        BN=TILE_COLS,
-        num_warps=8,
-    )
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
+    cast_kernel()[grid](a, b, c, s1, s2, outs[0], outs[1], q2, q2t, m, n, MODE=mode, E5M2=gradient)
     return tuple(outs)
 
 

@@ -6,7 +6,7 @@ gradients in both layouts) at 2.2 ms per layer against 0.87 ms for bf16's GELU b
 reads the gradient token-major, so the cast also writes a transposed copy. This times the MLP as bf16, as torchao
 FP8 (tensorwise), with inductor's N-D tiling preferred, with the weight-gradient GEMMs left in bf16, and as
 models/fp8_mlp.py's one function with tiled Triton casts (`fp8_mlp: triton`); then the
-GELU backward with the two-layout cast alone: inductor's kernel against a hand-written tiled Triton kernel.
+GELU backward with the two-layout cast alone: inductor's kernel against models/fp8_mlp.py's tiled Triton kernel.
 
     python scripts/fp8_mlp_casts.py [--tokens N] [--repeats 20] [--out FILE.json] [--kernels FILE.txt]
 
@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,11 +32,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from optimizer_step_gaps import measure  # noqa: E402
 
 from models.fp8 import apply_fp8  # noqa: E402
+from models.fp8_mlp import (  # noqa: E402
+    GELU_BACKWARD,
+    both_layouts,
+    cast_kernel,
+    gelu_mul_backward,
+    launch,
+    tensor_scale,
+    to_fp8,
+)
 from models.pi05.config import FULL  # noqa: E402
 from models.pi05.model import GemmaMLP  # noqa: E402
-
-FP8 = torch.float8_e4m3fn
-FP8_MAX = torch.finfo(FP8).max
 
 
 class Holder(torch.nn.Module):
@@ -82,69 +87,11 @@ def mlp_step(fp8: str | None, compile_options: dict | None, tokens: int) -> Call
     return step
 
 
-def gelu_backward_reference(g, gate, up):
-    """d(gelu_tanh(gate) * up) by autograd, in bf16 as the model's backward materialises it."""
-    gate, up = gate.detach().requires_grad_(), up.detach().requires_grad_()
-    (F.gelu(gate, approximate="tanh") * up).backward(g)
-    return gate.grad, up.grad
-
-
-def to_fp8(t: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    return (t.float() * scale).clamp(-FP8_MAX, FP8_MAX).to(FP8)
-
-
 def inductor_cast(g, gate, up, s_gate, s_up):
-    """The GELU backward and each gradient's FP8 cast, row-major and transposed (what the GEMMs read)."""
-    a = gate.float()
-    gelu = F.gelu(a, approximate="tanh")
-    d_up = (g.float() * gelu).to(g.dtype)
-    inner = 0.7978845608028654 * (a + 0.044715 * a * a * a)
-    t = torch.tanh(inner)
-    d_gelu = 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * a * a)
-    d_gate = (g.float() * up.float() * d_gelu).to(g.dtype)
-    qg, qu = to_fp8(d_gate, s_gate), to_fp8(d_up, s_up)
-    return qg, qg.t().contiguous(), qu, qu.t().contiguous()
-
-
-def triton_cast_kernel():
-    """A tiled Triton kernel: each program loads a BM x BN tile of g, gate and up, computes both gradients, and stores
-    each cast to FP8 row-major and transposed (Triton moves the tile through shared memory for the transposed store)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def kernel(g_ptr, gate_ptr, up_ptr, sg_ptr, su_ptr, qg_ptr, qgt_ptr, qu_ptr, qut_ptr, M, N, BM: tl.constexpr,
-               BN: tl.constexpr):  # fmt: skip
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
-        rows = rm[:, None].to(tl.int64) * N + rn[None, :]
-        cols = rn[None, :].to(tl.int64) * M + rm[:, None]
-        g = tl.load(g_ptr + rows, mask=mask).to(tl.float32)
-        a = tl.load(gate_ptr + rows, mask=mask).to(tl.float32)
-        b = tl.load(up_ptr + rows, mask=mask).to(tl.float32)
-        inner = 0.7978845608028654 * (a + 0.044715 * a * a * a)
-        t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0
-        gelu = 0.5 * a * (1.0 + t)
-        d_gelu = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * a * a)
-        d_up = (g * gelu).to(tl.bfloat16).to(tl.float32)
-        d_gate = (g * b * d_gelu).to(tl.bfloat16).to(tl.float32)
-        qg = tl.clamp(d_gate * tl.load(sg_ptr), -448.0, 448.0).to(tl.float8e4nv)
-        qu = tl.clamp(d_up * tl.load(su_ptr), -448.0, 448.0).to(tl.float8e4nv)
-        tl.store(qg_ptr + rows, qg, mask=mask)
-        tl.store(qu_ptr + rows, qu, mask=mask)
-        tl.store(qgt_ptr + cols, qg, mask=mask)
-        tl.store(qut_ptr + cols, qu, mask=mask)
-
-    def run(g, gate, up, s_gate, s_up, bm=128, bn=128):
-        m, n = g.shape
-        qg, qu = torch.empty(m, n, device=g.device, dtype=FP8), torch.empty(m, n, device=g.device, dtype=FP8)
-        qgt, qut = torch.empty(n, m, device=g.device, dtype=FP8), torch.empty(n, m, device=g.device, dtype=FP8)
-        grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
-        kernel[grid](g, gate, up, s_gate, s_up, qg, qgt, qu, qut, m, n, BM=bm, BN=bn, num_warps=8)
-        return qg, qgt, qu, qut
-
-    return run
+    """The GELU backward and each gradient's FP8 (e5m2) cast, row-major and transposed, as torch operations for
+    inductor to fuse (the function's CPU path, models/fp8_mlp.py)."""
+    d_gate, d_up = gelu_mul_backward(g, gate, up)
+    return (*both_layouts(to_fp8(d_gate, s_gate, True)), *both_layouts(to_fp8(d_up, s_up, True)))
 
 
 def kernel_totals(result: dict, top: int = 5) -> list[tuple[str, int, float]]:
@@ -205,31 +152,30 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     shape = (args.tokens, FULL.llm.mlp)
     g, gate, up = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    ref_gate, ref_up = gelu_backward_reference(g, gate, up)
-    s_gate = (FP8_MAX / ref_gate.abs().amax().float()).reshape(1)
-    s_up = (FP8_MAX / ref_up.abs().amax().float()).reshape(1)
+    d_gate, d_up = gelu_mul_backward(g, gate, up)
+    s_gate, s_up = tensor_scale(d_gate, True), tensor_scale(d_up, True)
     compiled = torch.compile(inductor_cast, fullgraph=True)
-    hand = triton_cast_kernel()
-    outs = {"inductor": compiled(g, gate, up, s_gate, s_up), "triton": hand(g, gate, up, s_gate, s_up)}
-    expect = (to_fp8(ref_gate, s_gate), to_fp8(ref_up, s_up))
-    for name, (qg, qgt, qu, qut) in outs.items():
-        mismatch = [
-            (q.float() != e.float()).float().mean().item() for q, e in ((qg, expect[0]), (qgt.t(), expect[0]),
-                                                                       (qu, expect[1]), (qut.t(), expect[1]))
-        ]  # fmt: skip
-        print(f"cast {name}: share of FP8 elements unlike autograd's gradient cast: {mismatch}")
+    ours = inductor_cast(g, gate, up, s_gate, s_up)
+    for name, outs in {
+        "inductor": compiled(g, gate, up, s_gate, s_up),
+        "triton": launch(GELU_BACKWARD, [g, gate, up], [s_gate, s_up], 2, True),
+    }.items():
+        mismatch = [(q.float() != e.float()).float().mean().item() for q, e in zip(outs, ours)]
+        print(f"cast {name}: share of FP8 elements unlike torch's eager operations': {mismatch}")
         results[f"cast {name} mismatch"] = mismatch
     bytes_moved = 3 * g.numel() * 2 + 4 * g.numel()
     for name, fn in {
         "GELU backward + FP8 casts in both layouts, inductor": lambda: compiled(g, gate, up, s_gate, s_up),
-        "GELU backward + FP8 casts in both layouts, tiled Triton 128x128": lambda: hand(g, gate, up, s_gate, s_up),
-        "GELU backward + FP8 casts, tiled Triton 64x128": lambda: hand(g, gate, up, s_gate, s_up, 64, 128),
-        "GELU backward + FP8 casts, tiled Triton 128x64": lambda: hand(g, gate, up, s_gate, s_up, 128, 64),
-        "GELU backward alone, bf16 (eager autograd)": lambda: gelu_backward_reference(g, gate, up),
+        "GELU backward + FP8 casts in both layouts, models/fp8_mlp.py's Triton kernel": lambda: launch(
+            GELU_BACKWARD, [g, gate, up], [s_gate, s_up], 2, True
+        ),
     }.items():
         result = measure(fn, args.repeats)
         report(name, result)
         print(f"    {bytes_moved / result['median_ms'] / 1e9:.2f} TB/s at {bytes_moved / 1e9:.2f} GB (casts' traffic)")
+    best = getattr(cast_kernel(), "cache", {})
+    print(f"autotuned tiles per (M, N, MODE, ...): { {k: str(v) for k, v in best.items()} }")
+    results["autotuned tiles"] = {str(k): str(v) for k, v in best.items()}
     if args.kernels:
         print(f"{dump_kernels(args.kernels)} inductor kernel files written to {args.kernels}")
     if args.out:

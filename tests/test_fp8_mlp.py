@@ -190,8 +190,13 @@ def test_triton_casts_equal_the_torch_operations(shape):
         for out, want in zip(outs, expected[name]):
             assert out.dtype == want.dtype and out.shape == want.shape, name
             differ = (out.float() != want.float()).float().mean().item()
-            # GELU's tanh (an exp formula here, tanhf in torch) may move a value across a rounding boundary
-            assert differ == 0 if name.startswith("plain") else differ < 1e-3, (name, differ)
+            if name.startswith("plain"):
+                assert differ == 0, (name, differ)
+                continue
+            # the kernel fuses multiplies and adds (one rounding where torch's eager kernels round twice), which
+            # can move a value across a rounding boundary: rarely, and then by one FP8 step
+            steps = (out.view(torch.uint8).int() - want.view(torch.uint8).int()).abs().max().item()
+            assert differ < 5e-3 and steps <= 1, (name, differ, steps)
 
 
 @needs_gpu
@@ -203,9 +208,12 @@ def test_matches_torchao_float8_linears_with_fp8_gemms_on_the_gpu():
     grad = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16)
     ours = _outputs(_ours(plain.mlp), plain.mlp, x, grad)
     torchao = _outputs(converted, converted.mlp, x, grad)
-    for name, a, b in zip(["out", "x", "gate", "up", "down"], ours, torchao):
-        err = ((a.float() - b.float()).norm() / b.float().norm()).item()
-        assert err < 2e-2, (name, err)
+    exact = _outputs(plain.float(), plain.mlp, x.float(), grad.float())
+    for name, a, b, ref in zip(["out", "x", "gate", "up", "down"], ours, torchao, exact):
+        # as accurate as torchao's FP8 (eager torchao rounds grad x up to bf16 before GELU's backward, and this
+        # function does not, so the two differ by more than rounding noise but not in accuracy)
+        ours_err, torchao_err = (((t.float() - ref).norm() / ref.norm()).item() for t in (a, b))
+        assert ours_err < 1.1 * torchao_err + 1e-3 and ours_err < 0.1, (name, ours_err, torchao_err)
 
 
 @needs_gpu
