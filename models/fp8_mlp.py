@@ -9,7 +9,9 @@ pointwise kernel; on the H200 that kernel took 2.2 ms per layer against 0.87 ms 
 transposed stores are scattered. Here each cast is one program per tile (32-128 x 64-128 elements, autotuned per
 shape at the first call): it loads the tile once, computes
 the value (plain, GELU x up, or the GELU backward), and stores it cast to FP8 both ways, Triton staging the
-transposed store through shared memory so both stores are coalesced. Each operand is cast once per step and kept
+transposed store through shared memory so both stores are coalesced. The same kernel takes the amax of GELU x up
+and of the GELU backward's two gradients (each tile its own maximum, then torch's over the tiles), which inductor
+had split into three kernels that wrote both gradients in bf16 to read them back. Each operand is cast once per step and kept
 in the layouts its GEMMs read: the weights in the forward (row-major for the forward GEMM, transposed for the input
 gradient's), the input and GELU x up in the forward (their transposed copies are what the weight gradients read).
 
@@ -34,6 +36,9 @@ AMAX_EPS = 1e-12  # torchao's floor on amax, so an all-zero tensor gets a finite
 SQRT_2_OVER_PI, GELU_CUBIC = 0.7978845608028654, 0.044715
 
 PLAIN, GELU_MUL, GELU_BACKWARD = 0, 1, 2  # what a cast kernel computes from its inputs before casting
+# the kernel's tiles (rows, columns, warps), autotuned per shape: rows are contiguous in the transposed outputs,
+# columns in the row-major ones
+TILES = ((64, 128, 8), (128, 128, 8), (128, 64, 4), (64, 64, 4), (32, 128, 4))
 
 
 def fp8_dtype(gradient: bool) -> torch.dtype:
@@ -42,8 +47,11 @@ def fp8_dtype(gradient: bool) -> torch.dtype:
 
 def tensor_scale(t: Tensor, gradient: bool = False) -> Tensor:
     """torchao's tensorwise scale: the FP8 type's largest value over the tensor's absolute maximum (1-element fp32)."""
-    amax = t.abs().amax().to(torch.float64).clamp(min=AMAX_EPS)
-    return (torch.finfo(fp8_dtype(gradient)).max / amax).to(torch.float32).reshape(1)
+    return scale_from_amax(t.abs().amax().reshape(1), gradient)
+
+
+def scale_from_amax(amax: Tensor, gradient: bool = False) -> Tensor:
+    return (torch.finfo(fp8_dtype(gradient)).max / amax.to(torch.float64).clamp(min=AMAX_EPS)).to(torch.float32)
 
 
 def to_fp8(t: Tensor, scale: Tensor, gradient: bool = False) -> Tensor:
@@ -68,8 +76,21 @@ def both_layouts(q: Tensor) -> tuple[Tensor, Tensor]:
     return q, q.t().contiguous()
 
 
-# The three casts as custom operators: compile keeps each as one call (its Triton kernel on CUDA, torch operations
-# elsewhere) and their fake implementations give the shapes.
+# The casts and the two amaxes of computed values as custom operators: compile keeps each as one call (its Triton
+# kernel on CUDA, torch operations elsewhere) and their fake implementations give the shapes. Left to inductor, the
+# GELU backward's two amaxes took three kernels that wrote both gradients in bf16 to read them again.
+@torch.library.custom_op("vlabench::fp8_gelu_mul_amax", mutates_args=())
+def fp8_gelu_mul_amax(gate: Tensor, up: Tensor) -> Tensor:
+    """The absolute maximum of GELU(tanh)(gate) x up (as rounded to the inputs' dtype), a 1-element fp32 tensor."""
+    return gelu_mul(gate, up).abs().amax().float().reshape(1)
+
+
+@torch.library.custom_op("vlabench::fp8_gelu_mul_backward_amax", mutates_args=())
+def fp8_gelu_mul_backward_amax(grad: Tensor, gate: Tensor, up: Tensor) -> Tensor:
+    """The absolute maxima of the gate's and up's gradients of GELU(tanh)(gate) x up: a 2-element fp32 tensor."""
+    return torch.stack([d.abs().amax().float() for d in gelu_mul_backward(grad, gate, up)])
+
+
 @torch.library.custom_op("vlabench::fp8_cast", mutates_args=())
 def fp8_cast(x: Tensor, scale: Tensor, gradient: bool) -> tuple[Tensor, Tensor]:
     """x [M, N] cast to FP8 (e5m2 for a gradient, else e4m3) with `scale`: row-major [M, N] and transposed [N, M]."""
@@ -96,6 +117,8 @@ def _fake_pair(x: Tensor, gradient: bool = False) -> tuple[Tensor, Tensor]:
     return x.new_empty(x.shape, dtype=dtype), x.new_empty((x.shape[1], x.shape[0]), dtype=dtype)
 
 
+fp8_gelu_mul_amax.register_fake(lambda gate, up: gate.new_empty(1, dtype=torch.float32))
+fp8_gelu_mul_backward_amax.register_fake(lambda grad, gate, up: grad.new_empty(2, dtype=torch.float32))
 fp8_cast.register_fake(lambda x, scale, gradient: _fake_pair(x, gradient))
 fp8_gelu_mul_cast.register_fake(lambda gate, up, scale: _fake_pair(gate))
 fp8_gelu_mul_backward_cast.register_fake(
@@ -105,20 +128,19 @@ fp8_gelu_mul_backward_cast.register_fake(
 
 @functools.cache
 def cast_kernel():
-    """The tiled cast kernel, defined on first use (triton is imported only where it runs on CUDA)."""
+    """The tiled cast kernel, defined on first use (triton is imported only where it runs on CUDA). With AMAX it
+    stores each tile's absolute maximum of the computed value(s) instead, in q1_ptr[tile] (and q1_ptr[P + tile])."""
     import triton
     import triton.language as tl
     from triton.language.extra import libdevice
 
-    # tiles (rows x columns): rows are contiguous in the transposed outputs, columns in the row-major ones
-    tiles = [(64, 128, 8), (128, 128, 8), (128, 64, 4), (64, 64, 4), (32, 128, 4)]
-
     @triton.autotune(
-        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in tiles], key=["M", "N", "MODE"]
+        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in TILES],
+        key=["M", "N", "MODE", "AMAX"],
     )
     @triton.jit
-    def kernel(a_ptr, b_ptr, c_ptr, s1_ptr, s2_ptr, q1_ptr, q1t_ptr, q2_ptr, q2t_ptr, M, N, MODE: tl.constexpr,
-               E5M2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):  # fmt: skip
+    def kernel(a_ptr, b_ptr, c_ptr, s1_ptr, s2_ptr, q1_ptr, q1t_ptr, q2_ptr, q2t_ptr, M, N, P, MODE: tl.constexpr,
+               E5M2: tl.constexpr, AMAX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):  # fmt: skip
         rm = tl.program_id(0) * BM + tl.arange(0, BM)
         rn = tl.program_id(1) * BN + tl.arange(0, BN)
         mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -138,16 +160,49 @@ def cast_kernel():
                 t = libdevice.tanh(0.7978845608028654 * (b + 0.044715 * b * b * b))
                 d_gelu = 0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * b * b)
                 v1 = (a * c * d_gelu).to(tl.bfloat16).to(tl.float32)
-                v2 = tl.clamp((a * 0.5 * b * (1.0 + t)).to(tl.bfloat16).to(tl.float32) * tl.load(s2_ptr), -top, top)
+                v2 = (a * 0.5 * b * (1.0 + t)).to(tl.bfloat16).to(tl.float32)
+        if AMAX:  # masked elements load as 0, which no maximum of absolute values exceeds
+            tile = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+            tl.store(q1_ptr + tile, tl.max(tl.max(tl.abs(v1), axis=1), axis=0))
+            if MODE == 2:
+                tl.store(q1_ptr + P + tile, tl.max(tl.max(tl.abs(v2), axis=1), axis=0))
+        else:
+            if MODE == 2:
+                v2 = tl.clamp(v2 * tl.load(s2_ptr), -top, top)
                 q2 = v2.to(tl.float8e5) if E5M2 else v2.to(tl.float8e4nv)
                 tl.store(q2_ptr + rows, q2, mask=mask)
                 tl.store(q2t_ptr + cols, q2, mask=mask)
-        v1 = tl.clamp(v1 * tl.load(s1_ptr), -top, top)
-        q1 = v1.to(tl.float8e5) if E5M2 else v1.to(tl.float8e4nv)
-        tl.store(q1_ptr + rows, q1, mask=mask)
-        tl.store(q1t_ptr + cols, q1, mask=mask)
+            v1 = tl.clamp(v1 * tl.load(s1_ptr), -top, top)
+            q1 = v1.to(tl.float8e5) if E5M2 else v1.to(tl.float8e4nv)
+            tl.store(q1_ptr + rows, q1, mask=mask)
+            tl.store(q1t_ptr + cols, q1, mask=mask)
 
     return kernel
+
+
+def _checked(inputs: list[Tensor]) -> tuple[int, int]:
+    first = inputs[0]
+    if first.dim() != 2 or any(not t.is_contiguous() or t.shape != first.shape for t in inputs):
+        raise ValueError(
+            f"fp8_mlp: the kernels take contiguous 2-D inputs of one shape; got {[t.shape for t in inputs]}"
+        )
+    return first.shape
+
+
+def launch_amax(mode: int, inputs: list[Tensor], count: int) -> Tensor:
+    """The absolute maxima of the `count` values the kernel computes from `inputs` (fp32, one per value): each tile
+    writes its own maximum (no atomics), then torch takes the maximum of those."""
+    import triton
+
+    m, n = _checked(inputs)
+    per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in TILES)
+    partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)  # tiles a larger tile leaves stay 0
+    a, b, c = (inputs + [inputs[0], inputs[0]])[:3]
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
+    cast_kernel()[grid](
+        a, b, c, partial, partial, partial, partial, partial, partial, m, n, per_value, MODE=mode, E5M2=False, AMAX=True
+    )
+    return partial.view(count, per_value).amax(dim=1)
 
 
 def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gradient: bool) -> tuple[Tensor, ...]:
@@ -155,10 +210,8 @@ def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gr
     e5m2 for a gradient, else e4m3."""
     import triton
 
+    m, n = _checked(inputs)
     first = inputs[0]
-    if first.dim() != 2 or any(not t.is_contiguous() or t.shape != first.shape for t in inputs):
-        raise ValueError(f"fp8_mlp: the casts take contiguous 2-D inputs of one shape; got {[t.shape for t in inputs]}")
-    m, n = first.shape
     outs, dtype = [], fp8_dtype(gradient)
     for _ in range(pairs):
         outs += [first.new_empty((m, n), dtype=dtype), first.new_empty((n, m), dtype=dtype)]
@@ -166,8 +219,18 @@ def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gr
     s1, s2 = (scales + scales)[:2]
     q2, q2t = outs[2:] if pairs == 2 else outs  # unused unless GELU_BACKWARD
     grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
-    cast_kernel()[grid](a, b, c, s1, s2, outs[0], outs[1], q2, q2t, m, n, MODE=mode, E5M2=gradient)
+    cast_kernel()[grid](a, b, c, s1, s2, outs[0], outs[1], q2, q2t, m, n, 0, MODE=mode, E5M2=gradient, AMAX=False)
     return tuple(outs)
+
+
+@fp8_gelu_mul_amax.register_kernel("cuda")
+def _(gate, up):
+    return launch_amax(GELU_MUL, [gate, up], 1)
+
+
+@fp8_gelu_mul_backward_amax.register_kernel("cuda")
+def _(grad, gate, up):
+    return launch_amax(GELU_BACKWARD, [grad, gate, up], 2)
 
 
 @fp8_cast.register_kernel("cuda")
@@ -208,7 +271,7 @@ class Fp8GatedMLPFunction(torch.autograd.Function):
         )
         gate = fp8_mm(x8, wg8.t(), x_scale, gate_scale, True, dtype)
         up = fp8_mm(x8, wu8.t(), x_scale, up_scale, True, dtype)
-        h_scale = tensor_scale(gelu_mul(gate, up))
+        h_scale = scale_from_amax(fp8_gelu_mul_amax(gate, up))
         h8, h8t = fp8_gelu_mul_cast(gate, up, h_scale)
         out = fp8_mm(h8, wd8.t(), h_scale, down_scale, True, dtype)
         ctx.save_for_backward(x8t, gate, up, h8t, wg8t, wu8t, wd8t, *scales, h_scale)
@@ -224,8 +287,7 @@ class Fp8GatedMLPFunction(torch.autograd.Function):
         g8, g8t = fp8_cast(g, g_scale, True)
         grad_h = fp8_mm(g8, wd8t.t(), g_scale, down_scale, False, dtype)  # [N, mlp]
         grad_w_down = fp8_mm(g8t, h8t.t(), g_scale, h_scale, False, dtype)  # [width, mlp]
-        d_gate, d_up = gelu_mul_backward(grad_h, gate, up)
-        dg_scale, du_scale = tensor_scale(d_gate, True), tensor_scale(d_up, True)
+        dg_scale, du_scale = scale_from_amax(fp8_gelu_mul_backward_amax(grad_h, gate, up), True).chunk(2)
         dg8, dg8t, du8, du8t = fp8_gelu_mul_backward_cast(grad_h, gate, up, dg_scale, du_scale)
         grad_x = fp8_mm(dg8, wg8t.t(), dg_scale, gate_scale, False, dtype) + fp8_mm(
             du8, wu8t.t(), du_scale, up_scale, False, dtype

@@ -21,11 +21,14 @@ from models.fp8_mlp import (
     both_layouts,
     fp8_cast,
     fp8_gated_mlp,
+    fp8_gelu_mul_amax,
+    fp8_gelu_mul_backward_amax,
     fp8_gelu_mul_backward_cast,
     fp8_gelu_mul_cast,
     gelu_mul,
     gelu_mul_backward,
     launch,
+    launch_amax,
     tensor_scale,
     to_fp8,
 )
@@ -118,6 +121,9 @@ def test_the_casts_write_both_layouts_in_the_gemms_dtypes():
     assert torch.equal(qu.float(), to_fp8(d_up, u_scale, True).float())
     # the largest gradient lands on e5m2's largest value: the scale maps amax there
     assert qg.float().abs().max().item() == torch.finfo(FP8_GRAD).max
+    # the amaxes the scales come from, of the values as rounded to bf16
+    assert fp8_gelu_mul_amax(gate, up).tolist() == [gelu_mul(gate, up).abs().max().float().item()]
+    assert fp8_gelu_mul_backward_amax(x, gate, up).tolist() == [d.abs().max().float().item() for d in (d_gate, d_up)]
 
 
 def test_gelu_mul_backward_is_autograds_gradient():
@@ -186,6 +192,15 @@ def test_triton_casts_equal_the_torch_operations(shape):
         "gelu x up": launch(GELU_MUL, [a, b], [s1], 1, False),
         "gelu backward": launch(GELU_BACKWARD, [a, b, c], [s1, s2], 2, True),
     }
+    amaxes = {
+        "gelu x up": (launch_amax(GELU_MUL, [a, b], 1), gelu_mul(a, b).abs().amax().float().reshape(1)),
+        "gelu backward": (
+            launch_amax(GELU_BACKWARD, [a, b, c], 2),
+            torch.stack([d.abs().amax().float() for d in (d_gate, d_up)]),
+        ),
+    }
+    for name, (amax, want) in amaxes.items():  # equal, or a bf16 rounding apart (the kernel fuses multiply-adds)
+        torch.testing.assert_close(amax, want, rtol=2**-8, atol=0, msg=name)
     for name, outs in got.items():
         for out, want in zip(outs, expected[name]):
             assert out.dtype == want.dtype and out.shape == want.shape, name
