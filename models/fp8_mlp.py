@@ -303,4 +303,8 @@ def fp8_gated_mlp(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Te
     for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
         if w.dtype != x.dtype:
             raise ValueError(f"fp8_gated_mlp: {name} is {w.dtype} but x is {x.dtype}; they must match")
+    if x.is_cuda and x.dtype != torch.bfloat16:
+        raise ValueError(
+            f"fp8_gated_mlp: on CUDA the kernels round GELU's values to bf16, the model's dtype; x is {x.dtype}"
+        )
     return Fp8GatedMLPFunction.apply(x, w_gate, w_up, w_down)

@@ -258,3 +258,10 @@ def test_compiled_and_graph_replayed_steps_match_eager_on_the_gpu():
     replayed = [static_x.grad] + [lin.weight.grad for lin in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
     for a, b in zip(replayed, once[1:]):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@needs_gpu
+def test_fp32_inputs_are_refused_on_the_gpu():
+    x, w = torch.randn(32, 32, device="cuda"), torch.randn(64, 32, device="cuda")
+    with pytest.raises(ValueError, match="round GELU's values to bf16"):
+        fp8_gated_mlp(x, w, w, w.t().contiguous())
