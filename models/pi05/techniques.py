@@ -92,8 +92,8 @@ def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
 
 
 def apply_fp8_mlp(model: Pi05Model, options: Pi05Options) -> list[str]:
-    """`fp8_mlp: triton`: every Gemma MLP (both streams) whose linears torchao would convert runs as one FP8 function (models/fp8_mlp.py) instead of
-    three torchao linears; returns its linears' names, which torchao then leaves alone."""
+    """`fp8_mlp: triton`: every Gemma MLP (both streams) whose linears torchao would convert runs as one FP8
+    function (models/fp8_mlp.py) instead of three torchao linears; returns their names, which torchao then skips."""
     if options.fp8_recipe != "tensorwise" or options.fused_gate_up:
         raise ValueError(
             "fp8_mlp: triton implements torchao's tensorwise recipe on separate gate and up projections; this rung "
