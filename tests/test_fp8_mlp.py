@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 import torch
 from torch import nn
+from triton_ready import needs_gpu
 
 from models.fp8_mlp import (
     FP8,
@@ -36,19 +37,6 @@ from models.pi05 import FAMILY, parse_options
 from models.pi05.config import TINY, GemmaConfig
 from models.pi05.model import GemmaMLP, Pi05Model
 from models.pi05.techniques import apply_options
-
-
-def _has_triton() -> bool:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_gpu = pytest.mark.skipif(
-    not (torch.cuda.is_available() and _has_triton()), reason="the kernels need a CUDA device and triton"
-)
 
 
 class Holder(nn.Module):

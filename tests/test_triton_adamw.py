@@ -10,25 +10,13 @@ import copy
 import pytest
 import torch
 from torch import nn
+from triton_ready import needs_gpu
 
 from models.family import clip_and_step
 from models.pi05 import FAMILY, parse_options
 from models.triton_adamw import BLOCK, TritonClippedAdamW, block_table, offsets_from
 
 LR, BETAS, EPS, DECAY = 1e-2, (0.9, 0.95), 1e-8, 0.1
-
-
-def _has_triton() -> bool:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_gpu = pytest.mark.skipif(
-    not (torch.cuda.is_available() and _has_triton()), reason="the kernels need a CUDA device and triton"
-)
 
 
 def test_block_table_covers_every_element_once():
