@@ -76,6 +76,12 @@ def both_layouts(q: Tensor) -> tuple[Tensor, Tensor]:
     return q, q.t().contiguous()
 
 
+def gelu_mul_backward_casts(grad, gate, up, gate_scale, up_scale) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """fp8_gelu_mul_backward_cast in torch operations (its implementation off CUDA)."""
+    d_gate, d_up = gelu_mul_backward(grad, gate, up)
+    return *both_layouts(to_fp8(d_gate, gate_scale, True)), *both_layouts(to_fp8(d_up, up_scale, True))
+
+
 # The casts and the two amaxes of computed values as custom operators: compile keeps each as one call (its Triton
 # kernel on CUDA, torch operations elsewhere) and their fake implementations give the shapes. Left to inductor, the
 # GELU backward's two amaxes took three kernels that wrote both gradients in bf16 to read them again.
@@ -108,8 +114,7 @@ def fp8_gelu_mul_backward_cast(
     grad: Tensor, gate: Tensor, up: Tensor, gate_scale: Tensor, up_scale: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The gate's and up's gradients of GELU(tanh)(gate) x up, each cast to FP8 (e5m2) row-major and transposed."""
-    d_gate, d_up = gelu_mul_backward(grad, gate, up)
-    return *both_layouts(to_fp8(d_gate, gate_scale, True)), *both_layouts(to_fp8(d_up, up_scale, True))
+    return gelu_mul_backward_casts(grad, gate, up, gate_scale, up_scale)
 
 
 def _fake_pair(x: Tensor, gradient: bool = False) -> tuple[Tensor, Tensor]:
@@ -189,12 +194,13 @@ def _checked(inputs: list[Tensor]) -> tuple[int, int]:
     return first.shape
 
 
-def launch_amax(mode: int, inputs: list[Tensor], count: int) -> Tensor:
-    """The absolute maxima of the `count` values the kernel computes from `inputs` (fp32, one per value): each tile
-    writes its own maximum (no atomics), then torch takes the maximum of those."""
+def launch_amax(mode: int, inputs: list[Tensor]) -> Tensor:
+    """The absolute maxima of the values the kernel computes from `inputs` (fp32, one per value: two for the GELU
+    backward): each tile writes its own maximum (no atomics), then torch takes the maximum of those."""
     import triton
 
     m, n = _checked(inputs)
+    count = 2 if mode == GELU_BACKWARD else 1
     per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in TILES)
     partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)  # tiles a larger tile leaves stay 0
     a, b, c = (inputs + [inputs[0], inputs[0]])[:3]
@@ -205,14 +211,15 @@ def launch_amax(mode: int, inputs: list[Tensor], count: int) -> Tensor:
     return partial.view(count, per_value).amax(dim=1)
 
 
-def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gradient: bool) -> tuple[Tensor, ...]:
-    """Run the cast kernel on 2-D contiguous inputs of one shape; returns `pairs` (row-major, transposed) pairs, in
-    e5m2 for a gradient, else e4m3."""
+def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], gradient: bool) -> tuple[Tensor, ...]:
+    """Run the cast kernel on 2-D contiguous inputs of one shape; returns a (row-major, transposed) pair per value
+    (two for the GELU backward), in e5m2 for a gradient, else e4m3."""
     import triton
 
     m, n = _checked(inputs)
     first = inputs[0]
     outs, dtype = [], fp8_dtype(gradient)
+    pairs = 2 if mode == GELU_BACKWARD else 1
     for _ in range(pairs):
         outs += [first.new_empty((m, n), dtype=dtype), first.new_empty((n, m), dtype=dtype)]
     a, b, c = (inputs + [first, first])[:3]
@@ -225,27 +232,27 @@ def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], pairs: int, gr
 
 @fp8_gelu_mul_amax.register_kernel("cuda")
 def _(gate, up):
-    return launch_amax(GELU_MUL, [gate, up], 1)
+    return launch_amax(GELU_MUL, [gate, up])
 
 
 @fp8_gelu_mul_backward_amax.register_kernel("cuda")
 def _(grad, gate, up):
-    return launch_amax(GELU_BACKWARD, [grad, gate, up], 2)
+    return launch_amax(GELU_BACKWARD, [grad, gate, up])
 
 
 @fp8_cast.register_kernel("cuda")
 def _(x, scale, gradient):
-    return launch(PLAIN, [x], [scale], 1, gradient)
+    return launch(PLAIN, [x], [scale], gradient)
 
 
 @fp8_gelu_mul_cast.register_kernel("cuda")
 def _(gate, up, scale):
-    return launch(GELU_MUL, [gate, up], [scale], 1, False)
+    return launch(GELU_MUL, [gate, up], [scale], False)
 
 
 @fp8_gelu_mul_backward_cast.register_kernel("cuda")
 def _(grad, gate, up, gate_scale, up_scale):
-    return launch(GELU_BACKWARD, [grad, gate, up], [gate_scale, up_scale], 2, True)
+    return launch(GELU_BACKWARD, [grad, gate, up], [gate_scale, up_scale], True)
 
 
 def fp8_mm(a: Tensor, b: Tensor, a_scale: Tensor, b_scale: Tensor, fast_accum: bool, out_dtype) -> Tensor:
