@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .fp8_mlp import fp8_bias_gelu_mlp
+
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, str], torch.Tensor]
 
 
@@ -52,10 +54,13 @@ class VisionAttention(nn.Module):
 class VisionMLP(nn.Module):
     def __init__(self, cfg: LayerShape):
         super().__init__()
+        self.fp8_function = False  # set by Pi0.5's `fp8_vision_mlp: triton` switch: the MLP as one FP8 function
         self.fc1 = nn.Linear(cfg.width, cfg.mlp)
         self.fc2 = nn.Linear(cfg.mlp, cfg.width)
 
     def forward(self, x):
+        if self.fp8_function:
+            return fp8_bias_gelu_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
 
 

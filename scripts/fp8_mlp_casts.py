@@ -6,7 +6,7 @@ gradients in both layouts) at 2.2 ms per layer against 0.87 ms for bf16's GELU b
 reads the gradient token-major, so the cast also writes a transposed copy. This times the MLP as bf16, as torchao
 FP8 (tensorwise), with inductor's N-D tiling preferred, with the weight-gradient GEMMs left in bf16, and as
 models/fp8_mlp.py's one function with tiled Triton casts (`fp8_mlp: triton`); then the
-GELU backward with the two-layout cast alone: inductor's kernel against models/fp8_mlp.py's tiled Triton kernel.
+GELU backward with the two-layout cast alone: inductor's kernel against models/fp8_casts.py's tiled Triton kernel.
 
     python scripts/fp8_mlp_casts.py [--tokens N] [--repeats 20] [--out FILE.json]
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from optimizer_step_gaps import measure  # noqa: E402
 
 from models.fp8 import apply_fp8  # noqa: E402
-from models.fp8_mlp import (  # noqa: E402
+from models.fp8_casts import (  # noqa: E402
     GELU_BACKWARD,
     cast_kernel,
     gelu_mul_backward,
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     bytes_moved = 3 * g.numel() * 2 + 4 * g.numel()
     for name, fn in {
         "GELU backward + FP8 casts in both layouts, inductor": lambda: compiled(g, gate, up, s_gate, s_up),
-        "GELU backward + FP8 casts in both layouts, models/fp8_mlp.py's Triton kernel": lambda: launch(
+        "GELU backward + FP8 casts in both layouts, models/fp8_casts.py's Triton kernel": lambda: launch(
             GELU_BACKWARD, [g, gate, up], [s_gate, s_up], True
         ),
     }.items():

@@ -38,8 +38,9 @@ class Pi05Family(ModelFamily):
             return f"CUDA graphs need a CUDA device; this target's backend is {backend}"
         if options.adamw == "triton-clip" and backend != "cuda":
             return f"adamw: triton-clip runs Triton kernels on a CUDA device; this target's backend is {backend}"
-        if options.linear == "fp8" and options.fp8_mlp == "triton" and backend != "cuda":
-            return f"fp8_mlp: triton runs Triton kernels on a CUDA device; this target's backend is {backend}"
+        for name in ("fp8_mlp", "fp8_vision_mlp"):
+            if options.linear == "fp8" and getattr(options, name) == "triton" and backend != "cuda":
+                return f"{name}: triton runs Triton kernels on a CUDA device; this target's backend is {backend}"
         return None
 
     def parity_tolerance(self, baseline: Pi05Options, options: Pi05Options, dtype: str) -> tuple[float, str]:

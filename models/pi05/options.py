@@ -43,6 +43,9 @@ class Pi05Options:
     # function whose casts (both layouts the GEMMs read) are tiled Triton kernels (models/fp8_mlp.py; tensorwise
     # scaling as torchao's, CUDA only)
     fp8_mlp: Literal["torchao", "triton"] = "torchao"
+    # SigLIP's MLPs (fc1, GELU, fc2, with biases) likewise, with `linear: fp8` and `compile_vision` (SigLIP trains in
+    # FP8 only when compiled): torchao's linears, or one function with Triton casts (models/fp8_mlp.py)
+    fp8_vision_mlp: Literal["torchao", "triton"] = "torchao"
     time_sampling: TimeSampling = "harness"
     fused_qkv: bool = False
     fused_gate_up: bool = False

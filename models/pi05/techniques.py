@@ -11,6 +11,7 @@ from ..fp8 import apply_fp8, fp8_filter
 from ..fused import fuse_linears
 from ..npu import NpuGateUp
 from ..recompute import apply_recompute
+from ..siglip import VisionMLP
 from .model import GemmaBlock, GemmaMLP, Pi05Model, RMSNorm, unwrapped
 from .options import Pi05Options
 
@@ -85,25 +86,40 @@ def apply_linear(model: Pi05Model, options: Pi05Options) -> list[str]:
     if options.linear != "fp8":
         return []
     skip = FP8_SKIP + (FP8_SKIP_COMPILED_VISION if options.compile_vision else FP8_SKIP_EAGER_VISION)
-    mlp_linears = apply_fp8_mlp(model, options) if options.fp8_mlp == "triton" else []
+    mlp_linears = apply_fp8_mlp(model, options, skip)
     return mlp_linears + apply_fp8(
         model, options.fp8_recipe, min_features=model.cfg.fp8_min_features, skip=skip + tuple(mlp_linears)
     )
 
 
-def apply_fp8_mlp(model: Pi05Model, options: Pi05Options) -> list[str]:
-    """`fp8_mlp: triton`: every Gemma MLP (both streams) whose linears torchao would convert runs as one FP8
-    function (models/fp8_mlp.py) instead of three torchao linears; returns their names, which torchao then skips."""
-    if options.fp8_recipe != "tensorwise" or options.fused_gate_up:
+def apply_fp8_mlp(model: Pi05Model, options: Pi05Options, skip: tuple[str, ...]) -> list[str]:
+    """`fp8_mlp: triton` (every Gemma MLP, both streams) and `fp8_vision_mlp: triton` (every SigLIP MLP): each MLP
+    whose linears torchao would convert runs as one FP8 function (models/fp8_mlp.py) instead of torchao's linears;
+    returns their names, which torchao then skips."""
+    kinds = {GemmaMLP: ("gate_proj", "up_proj", "down_proj"), VisionMLP: ("fc1", "fc2")}
+    switches = {"fp8_mlp": GemmaMLP, "fp8_vision_mlp": VisionMLP}
+    chosen = [kind for option, kind in switches.items() if getattr(options, option) == "triton"]
+    if chosen and options.fp8_recipe != "tensorwise":
         raise ValueError(
-            "fp8_mlp: triton implements torchao's tensorwise recipe on separate gate and up projections; this rung "
-            f"has fp8_recipe: {options.fp8_recipe}, fused_gate_up: {str(options.fused_gate_up).lower()} "
-            "(use fp8_recipe: tensorwise and fused_gate_up: false, or fp8_mlp: torchao)"
+            f"fp8_mlp and fp8_vision_mlp: triton implement torchao's tensorwise recipe; this rung has fp8_recipe: "
+            f"{options.fp8_recipe} (use fp8_recipe: tensorwise, or fp8_mlp and fp8_vision_mlp: torchao)"
         )
-    keep, names = fp8_filter(model.cfg.fp8_min_features), []
+    if GemmaMLP in chosen and options.fused_gate_up:
+        raise ValueError(
+            "fp8_mlp: triton takes separate gate and up projections; this rung has fused_gate_up: true "
+            "(use fused_gate_up: false, or fp8_mlp: torchao)"
+        )
+    if VisionMLP in chosen and not options.compile_vision:
+        raise ValueError(
+            "fp8_vision_mlp: triton needs compile_vision: true (SigLIP's layers train in FP8 only when compiled); "
+            "this rung has compile_vision: false"
+        )
+    keep, names = fp8_filter(model.cfg.fp8_min_features, skip), []
     for name, mlp in model.named_modules():
-        linears = [f"{name}.{linear}" for linear in ("gate_proj", "up_proj", "down_proj")]
-        if isinstance(mlp, GemmaMLP) and all(keep(model.get_submodule(n), n) for n in linears):
+        if type(mlp) not in chosen:
+            continue
+        linears = [f"{name}.{linear}" for linear in kinds[type(mlp)]]
+        if all(keep(model.get_submodule(n), n) for n in linears):
             mlp.fp8_function = True
             names += linears
     return names
