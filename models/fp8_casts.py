@@ -184,8 +184,8 @@ fp8_gelu_grad_cast.register_fake(lambda grad, y, bias, scale: _fake_pair(grad, T
 
 
 @functools.cache
-def cast_kernel():
-    """The tiled cast kernel, defined on first use (triton is imported only where it runs on CUDA). Inputs a, b, c
+def cast_kernel(tiles: tuple[tuple[int, int, int], ...] = TILES):
+    """The tiled cast kernel autotuned over `tiles`, defined on first use (triton is imported only where it runs on CUDA). Inputs a, b, c
     and the bias by MODE (module docstring): PLAIN a; GELU_MUL gate a, up b; GELU_BACKWARD gradient a, gate b, up c;
     GELU GEMM output a; GELU_GRAD gradient a, GEMM output b. With AMAX it stores each tile's absolute maximum of the
     computed value(s) in q1_ptr[tile] (and q1_ptr[P + tile]) instead, and for GELU_GRAD the tile's column sums in
@@ -196,7 +196,7 @@ def cast_kernel():
     from triton.language.extra import libdevice
 
     @triton.autotune(
-        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in TILES],
+        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in tiles],
         key=["M", "N", "MODE", "AMAX"],
     )
     @triton.jit
@@ -276,39 +276,41 @@ def _operands(inputs: list[Tensor], bias: Tensor | None) -> list[Tensor]:
     return (inputs + [first, first])[:3] + [first if bias is None else bias]
 
 
-def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None) -> tuple[Tensor, Tensor]:
+def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None, tiles=TILES) -> tuple[Tensor, Tensor]:
     """The kernel's amax mode: (the amaxes, one per computed value; the column sums, empty unless GELU_GRAD)."""
     import triton
 
     m, n = _checked(inputs, bias)
     count = 2 if mode == GELU_BACKWARD else 1
-    per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in TILES)
+    per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in tiles)
     partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)  # tiles a larger tile leaves stay 0
-    tallest = max(bm for bm, _, _ in TILES)
+    tallest = max(bm for bm, _, _ in tiles)
     sum_rows = triton.cdiv(m, tallest) * (tallest // SUM_ROWS) if mode == GELU_GRAD else 0
     sums = inputs[0].new_zeros((sum_rows, n), dtype=torch.float32)
     grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
-    cast_kernel()[grid](
+    cast_kernel(tiles)[grid](
         *_operands(inputs, bias), partial, partial, partial, partial, sums, sums, m, n, per_value,
         MODE=mode, E5M2=False, AMAX=True,
     )  # fmt: skip
     return partial.view(count, per_value).amax(dim=1), sums.sum(dim=0)
 
 
-def launch_amax(mode: int, inputs: list[Tensor], bias: Tensor | None = None) -> Tensor:
+def launch_amax(mode: int, inputs: list[Tensor], bias: Tensor | None = None, tiles=TILES) -> Tensor:
     """The absolute maxima of the values the kernel computes from `inputs` (fp32, one per value: two for the GELU
     backward): each tile writes its own maximum (no atomics), then torch takes the maximum of those."""
-    return _run_amax(mode, inputs, bias)[0]
+    return _run_amax(mode, inputs, bias, tiles)[0]
 
 
-def launch_gelu_grad_amax_sum(grad: Tensor, y: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
+def launch_gelu_grad_amax_sum(grad: Tensor, y: Tensor, bias: Tensor, tiles=TILES) -> tuple[Tensor, Tensor]:
     """GELU_GRAD's amax (1-element fp32) and its column sums (fp32 [N]: each tile's, then torch's over the tiles)."""
-    return _run_amax(GELU_GRAD, [grad, y], bias)
+    return _run_amax(GELU_GRAD, [grad, y], bias, tiles)
 
 
-def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], gradient: bool, bias: Tensor | None = None):
+def launch(
+    mode: int, inputs: list[Tensor], scales: list[Tensor], gradient: bool, bias: Tensor | None = None, tiles=TILES
+):
     """Run the cast kernel on 2-D contiguous inputs of one shape; returns a (row-major, transposed) pair per value
-    (two for the GELU backward), in e5m2 for a gradient, else e4m3."""
+    (two for the GELU backward), in e5m2 for a gradient, else e4m3. `tiles`: the tilings autotuned over."""
     import triton
 
     m, n = _checked(inputs, bias)
@@ -320,7 +322,7 @@ def launch(mode: int, inputs: list[Tensor], scales: list[Tensor], gradient: bool
     s1, s2 = (scales + scales)[:2]
     q2, q2t = outs[2:] if pairs == 2 else outs  # unused unless GELU_BACKWARD
     grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
-    cast_kernel()[grid](
+    cast_kernel(tiles)[grid](
         *_operands(inputs, bias), s1, s2, outs[0], outs[1], q2, q2t, m, n, 0, MODE=mode, E5M2=gradient, AMAX=False
     )
     return tuple(outs)
