@@ -1,5 +1,5 @@
 """The FP8 casts of the MLP functions in models/fp8_mlp.py: torchao's tensorwise numerics, as torch operations (off
-CUDA, and the reference the tests hold the kernels to) and as tiled Triton kernels (on CUDA), registered as
+CUDA, and the reference the tests hold the kernels to) and as one tiled Triton kernel (on CUDA), registered as
 custom operators so that compile keeps each one call and a CUDA graph captures it.
 
 Why a kernel: an FP8 GEMM on Hopper reads both operands with the reduced dimension contiguous, so the weight-gradient
@@ -9,9 +9,9 @@ wrote Gemma's GELU backward's two gradients in FP8 row-major and transposed from
 kernels that wrote both gradients in bf16 to read them back. Here each cast is one program per tile (32-128 x 64-128
 elements, autotuned per shape at the first call): it loads the tile once, computes the value (plain, an activation
 or its backward), and stores it cast to FP8 both ways, Triton staging the transposed store through shared memory so
-both stores are coalesced. A second kernel takes the amaxes the scales come from (and, for the biased GELU's
-backward, the column sums that are the bias gradient): each program walks a strip of rows and writes its own
-maximum (no atomics), and torch takes the maximum over the programs.
+both stores are coalesced. The same kernel, in its amax mode, writes each tile's absolute maximum of the computed
+values (torch then takes the maximum over the tiles) and, for the biased GELU's backward, each tile's column sums
+(the bias gradient).
 
 What a kernel computes (MODE), in fp32 from bf16 inputs, each computed value rounded to bf16 as torch's eager kernels
 round it before torchao casts it:
@@ -26,6 +26,8 @@ largest value / amax (fp32, amax at least 1e-12), value x scale clamped to that 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -39,9 +41,7 @@ PLAIN, GELU_MUL, GELU_BACKWARD, GELU, GELU_GRAD = 0, 1, 2, 3, 4  # what a kernel
 # the kernel's tiles (rows, columns, warps), autotuned per shape: rows are contiguous in the transposed outputs,
 # columns in the row-major ones
 TILES = ((64, 128, 8), (128, 128, 8), (128, 64, 4), (64, 64, 4), (32, 128, 4))
-# the amax kernel's (rows per step, columns, warps); each program walks GROUP_ROWS rows (a multiple of every step)
-AMAX_TILES = ((32, 128, 4), (64, 128, 8), (16, 256, 4), (32, 256, 8), (64, 64, 4))
-GROUP_ROWS = 512
+SUM_ROWS = 32  # the column sums' row granularity: every tile's row count is a multiple of it
 
 
 def fp8_dtype(gradient: bool) -> torch.dtype:
@@ -183,6 +183,82 @@ fp8_gelu_cast.register_fake(lambda y, bias, scale: _fake_pair(y))
 fp8_gelu_grad_cast.register_fake(lambda grad, y, bias, scale: _fake_pair(grad, True))
 
 
+@functools.cache
+def cast_kernel(tiles: tuple[tuple[int, int, int], ...] = TILES):
+    """The tiled cast kernel autotuned over `tiles` (rows, columns, warps), defined on first use (triton is imported
+    only where it runs on CUDA). Inputs a, b, c and the bias by MODE (module docstring): PLAIN a; GELU_MUL gate a, up b; GELU_BACKWARD gradient a, gate b, up c;
+    GELU GEMM output a; GELU_GRAD gradient a, GEMM output b. With AMAX it stores each tile's absolute maximum of the
+    computed value(s) in q1_ptr[tile] (and q1_ptr[P + tile]) instead, and for GELU_GRAD the tile's column sums in
+    q2_ptr, in row tile_row * BM / SUM_ROWS, with zeros in the tile's other BM / SUM_ROWS - 1 rows: each tiling the
+    autotuner benchmarks then overwrites every row any other tiling wrote."""
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+    @triton.autotune(
+        [triton.Config({"BM": bm, "BN": bn}, num_warps=warps) for bm, bn, warps in tiles],
+        key=["M", "N", "MODE", "AMAX"],
+    )
+    @triton.jit
+    def kernel(a_ptr, b_ptr, c_ptr, bias_ptr, s1_ptr, s2_ptr, q1_ptr, q1t_ptr, q2_ptr, q2t_ptr, M, N, P,
+               MODE: tl.constexpr, E5M2: tl.constexpr, AMAX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):  # fmt: skip
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        rows = rm[:, None].to(tl.int64) * N + rn[None, :]  # element (m, n) in the row-major [M, N] outputs
+        cols = rn[None, :].to(tl.int64) * M + rm[:, None]  # and in the transposed [N, M] ones
+        top = 57344.0 if E5M2 else 448.0
+        a = tl.load(a_ptr + rows, mask=mask, other=0.0).to(tl.float32)
+        if MODE == 0:  # PLAIN
+            v1 = a
+        else:
+            if MODE == 1 or MODE == 3:  # GELU's input: a (GELU_MUL's gate, GELU's GEMM output) or b
+                x = a
+            else:
+                x = tl.load(b_ptr + rows, mask=mask, other=0.0).to(tl.float32)
+            if MODE >= 3:  # the bias, added as torch adds it in bf16
+                bias = tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+                x = (x + bias[None, :]).to(tl.bfloat16).to(tl.float32)
+            # tanh as torch's CUDA kernels take it (libdevice's tanhf)
+            t = libdevice.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))
+            if MODE == 1:  # GELU_MUL: times up (b)
+                up = tl.load(b_ptr + rows, mask=mask, other=0.0).to(tl.float32)
+                v1 = (0.5 * x * (1.0 + t) * up).to(tl.bfloat16).to(tl.float32)
+            elif MODE == 3:  # GELU
+                v1 = (0.5 * x * (1.0 + t)).to(tl.bfloat16).to(tl.float32)
+            else:
+                d_gelu = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x)
+                if MODE == 2:  # GELU_BACKWARD: a = gradient of the product, c = up
+                    up = tl.load(c_ptr + rows, mask=mask, other=0.0).to(tl.float32)
+                    v1 = (a * up * d_gelu).to(tl.bfloat16).to(tl.float32)
+                    v2 = (a * 0.5 * x * (1.0 + t)).to(tl.bfloat16).to(tl.float32)
+                else:  # GELU_GRAD: a = gradient of GELU's output
+                    v1 = (a * d_gelu).to(tl.bfloat16).to(tl.float32)
+        if AMAX:
+            v1 = tl.where(mask, v1, 0.0)  # GELU of a masked element's bias is not 0
+            tile = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+            tl.store(q1_ptr + tile, tl.max(tl.max(tl.abs(v1), axis=1), axis=0))
+            if MODE == 2:
+                tl.store(q1_ptr + P + tile, tl.max(tl.max(tl.abs(v2), axis=1), axis=0))
+            if MODE == 4:
+                k = tl.arange(0, BM // 32)  # SUM_ROWS
+                sums = tl.where(k[:, None] == 0, tl.sum(v1, axis=0)[None, :], 0.0)
+                at = (tl.program_id(0) * (BM // 32) + k)[:, None].to(tl.int64) * N + rn[None, :]
+                tl.store(q2_ptr + at, sums, mask=rn[None, :] < N)
+        else:
+            if MODE == 2:
+                v2 = tl.clamp(v2 * tl.load(s2_ptr), -top, top)
+                q2 = v2.to(tl.float8e5) if E5M2 else v2.to(tl.float8e4nv)
+                tl.store(q2_ptr + rows, q2, mask=mask)
+                tl.store(q2t_ptr + cols, q2, mask=mask)
+            v1 = tl.clamp(v1 * tl.load(s1_ptr), -top, top)
+            q1 = v1.to(tl.float8e5) if E5M2 else v1.to(tl.float8e4nv)
+            tl.store(q1_ptr + rows, q1, mask=mask)
+            tl.store(q1t_ptr + cols, q1, mask=mask)
+
+    return kernel
+
+
 def _checked(inputs: list[Tensor], bias: Tensor | None) -> tuple[int, int]:
     first = inputs[0]
     if first.dim() != 2 or any(not t.is_contiguous() or t.shape != first.shape for t in inputs):
@@ -200,33 +276,33 @@ def _operands(inputs: list[Tensor], bias: Tensor | None) -> list[Tensor]:
     return (inputs + [first, first])[:3] + [first if bias is None else bias]
 
 
-def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None, tiles=AMAX_TILES) -> tuple[Tensor, Tensor]:
-    """The amax kernel: (the amaxes, one per computed value; the column sums, empty unless GELU_GRAD)."""
+def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None, tiles=TILES) -> tuple[Tensor, Tensor]:
+    """The kernel's amax mode: (the amaxes, one per computed value; the column sums, empty unless GELU_GRAD)."""
     import triton
-
-    from .fp8_kernels import amax_kernel
 
     m, n = _checked(inputs, bias)
     count = 2 if mode == GELU_BACKWARD else 1
-    groups = triton.cdiv(m, GROUP_ROWS)
-    per_value = groups * max(triton.cdiv(n, bn) for _, bn, _ in tiles)
-    # programs a wider strip leaves out stay 0; a tiling the autotuner benchmarked before leaves maxima of the same
-    # values, which do not change the maximum
-    partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)
-    sums = inputs[0].new_empty((groups if mode == GELU_GRAD else 0, n), dtype=torch.float32)
-    grid = lambda meta: (groups, triton.cdiv(n, meta["BN"]))  # noqa: E731
-    amax_kernel(tiles)[grid](*_operands(inputs, bias), partial, sums, m, n, per_value, MODE=mode, ROWS=GROUP_ROWS)
+    per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in tiles)
+    partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)  # tiles a larger tile leaves stay 0
+    tallest = max(bm for bm, _, _ in tiles)
+    sum_rows = triton.cdiv(m, tallest) * (tallest // SUM_ROWS) if mode == GELU_GRAD else 0
+    sums = inputs[0].new_zeros((sum_rows, n), dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
+    cast_kernel(tiles)[grid](
+        *_operands(inputs, bias), partial, partial, partial, partial, sums, sums, m, n, per_value,
+        MODE=mode, E5M2=False, AMAX=True,
+    )  # fmt: skip
     return partial.view(count, per_value).amax(dim=1), sums.sum(dim=0)
 
 
-def launch_amax(mode: int, inputs: list[Tensor], bias: Tensor | None = None, tiles=AMAX_TILES) -> Tensor:
+def launch_amax(mode: int, inputs: list[Tensor], bias: Tensor | None = None, tiles=TILES) -> Tensor:
     """The absolute maxima of the values the kernel computes from `inputs` (fp32, one per value: two for the GELU
-    backward): each program writes its own maximum (no atomics), then torch takes the maximum of those."""
+    backward): each tile writes its own maximum (no atomics), then torch takes the maximum of those."""
     return _run_amax(mode, inputs, bias, tiles)[0]
 
 
-def launch_gelu_grad_amax_sum(grad: Tensor, y: Tensor, bias: Tensor, tiles=AMAX_TILES) -> tuple[Tensor, Tensor]:
-    """GELU_GRAD's amax (1-element fp32) and its column sums (fp32 [N]: each row group's, then torch's over them)."""
+def launch_gelu_grad_amax_sum(grad: Tensor, y: Tensor, bias: Tensor, tiles=TILES) -> tuple[Tensor, Tensor]:
+    """GELU_GRAD's amax (1-element fp32) and its column sums (fp32 [N]: each tile's, then torch's over the tiles)."""
     return _run_amax(GELU_GRAD, [grad, y], bias, tiles)
 
 
@@ -236,8 +312,6 @@ def launch(
     """Run the cast kernel on 2-D contiguous inputs of one shape; returns a (row-major, transposed) pair per value
     (two for the GELU backward), in e5m2 for a gradient, else e4m3. `tiles`: the tilings autotuned over."""
     import triton
-
-    from .fp8_kernels import cast_kernel
 
     m, n = _checked(inputs, bias)
     first = inputs[0]
@@ -249,7 +323,7 @@ def launch(
     q2, q2t = outs[2:] if pairs == 2 else outs  # unused unless GELU_BACKWARD
     grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
     cast_kernel(tiles)[grid](
-        *_operands(inputs, bias), s1, s2, outs[0], outs[1], q2, q2t, m, n, MODE=mode, E5M2=gradient
+        *_operands(inputs, bias), s1, s2, outs[0], outs[1], q2, q2t, m, n, 0, MODE=mode, E5M2=gradient, AMAX=False
     )
     return tuple(outs)
 

@@ -1,12 +1,11 @@
 """Where the FP8 MLP functions' cast time goes in the pi05-beyond step, cast by cast, and which tiling serves each.
 
-`vlabench profile` of `fp8-triton-vision-mlp` (6584d9f) put the casts' kernel at 107 ms a step over 756 launches,
+`vlabench profile` of `fp8-triton-vision-mlp` puts models/fp8_casts.py's kernel at 107 ms a step over 756 launches,
 all under one name. This times every launch the step's FP8 MLPs make (Gemma's backbone and action expert, SigLIP
-per camera), at the workload's shapes, with the kernels autotuned over their own tiles as the step runs them and
-with each candidate tiling alone (the amaxes by models/fp8_kernels.py's amax kernel, the casts by its cast kernel);
-prints per cast the ms per call, the ms per step (times its calls per step), the bytes it moves and the TB/s, and
-sums the step's total per tiling choice. Launches of small tensors time the host's launch, not the kernel (the step
-replays them from a CUDA graph).
+per camera), at the workload's shapes, with the kernel autotuned over its tiles as the step runs it and with each
+candidate tiling alone; prints per cast the ms per call, the ms per step (times its calls per step), the bytes it
+moves and the TB/s, and sums the step's total per tiling choice. Launches of small tensors time the host's launch,
+not the kernel (the step replays them from a CUDA graph).
 
     python scripts/fp8_cast_tiles.py [--repeats 20] [--only gemma] [--out FILE.json]
 """
@@ -36,7 +35,7 @@ from models.fp8_casts import (  # noqa: E402
 )
 from models.pi05.config import FULL  # noqa: E402
 
-# candidate tilings (rows, columns, warps) beyond the kernels' own; rows divide the amax kernel's GROUP_ROWS
+# candidate tilings (rows, columns, warps) beyond the kernel's own; rows a multiple of 32 (the column sums' rows)
 CANDIDATES = TILES + ((256, 64, 8), (256, 128, 8), (128, 256, 8), (64, 256, 8), (128, 128, 4), (256, 32, 4))
 BATCH, CAMERAS, PREFIX, ACTIONS = 32, 2, 712, 50  # the pi05-beyond workload (batch 32, 2 cameras, 200 text tokens)
 
@@ -71,18 +70,17 @@ def casts() -> list[dict]:
     return out
 
 
-def runner(case: dict, tiles=None) -> callable:
-    """One launch of the case's cast or amax on random inputs; tiles None: the kernel's own tile list."""
+def runner(case: dict, tiles) -> callable:
     m, n = case["shape"]
     inputs = [torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(case["reads"])]
     bias = torch.randn(n, device="cuda", dtype=torch.bfloat16) if case["mode"] in (GELU, GELU_GRAD) else None
     scales = [torch.ones(1, device="cuda") * 10, torch.ones(1, device="cuda") * 10]
-    mode, tiled = case["mode"], {} if tiles is None else {"tiles": tiles}
+    mode = case["mode"]
     if case["amax"] and mode == GELU_GRAD:
-        return lambda: launch_gelu_grad_amax_sum(*inputs, bias, **tiled)
+        return lambda: launch_gelu_grad_amax_sum(*inputs, bias, tiles=tiles)
     if case["amax"]:
-        return lambda: launch_amax(mode, inputs, bias, **tiled)
-    return lambda: launch(mode, inputs, scales, case.get("grad", False), bias, **tiled)
+        return lambda: launch_amax(mode, inputs, bias, tiles=tiles)
+    return lambda: launch(mode, inputs, scales, case.get("grad", False), bias, tiles=tiles)
 
 
 def time_ms(fn, repeats: int, per_event: int = 5) -> float:
@@ -116,7 +114,7 @@ def main(argv=None) -> int:
         m, n = case["shape"]
         moved = m * n * (2 * case["reads"] + 2 * case["pairs"])  # bf16 reads, FP8 writes in both layouts
         torch.manual_seed(0)
-        auto = time_ms(runner(case), args.repeats)
+        auto = time_ms(runner(case, TILES), args.repeats)
         each = {str(t): time_ms(runner(case, (t,)), args.repeats) for t in CANDIDATES}
         best = min(each, key=each.get)
         totals["autotuned"] += auto * case["calls"]

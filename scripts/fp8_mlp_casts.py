@@ -34,7 +34,7 @@ from optimizer_step_gaps import measure  # noqa: E402
 from models.fp8 import apply_fp8  # noqa: E402
 from models.fp8_casts import (  # noqa: E402
     GELU_BACKWARD,
-    TILES,
+    cast_kernel,
     gelu_mul_backward,
     gelu_mul_backward_casts,
     launch,
@@ -151,9 +151,7 @@ def main(argv=None) -> int:
         result = measure(fn, args.repeats)
         report(name, result)
         print(f"    {bytes_moved / result['median_ms'] / 1e9:.2f} TB/s at {bytes_moved / 1e9:.2f} GB (casts' traffic)")
-    from models.fp8_kernels import cast_kernel
-
-    best = getattr(cast_kernel(TILES), "cache", {})
+    best = getattr(cast_kernel(), "cache", {})
     print(f"autotuned tiles per (M, N, MODE, ...): { {k: str(v) for k, v in best.items()} }")
     results["autotuned tiles"] = {str(k): str(v) for k, v in best.items()}
     if args.out:
