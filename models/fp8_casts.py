@@ -186,11 +186,12 @@ fp8_gelu_grad_cast.register_fake(lambda grad, y, bias, scale: _fake_pair(grad, T
 @functools.cache
 def cast_kernel(tiles: tuple[tuple[int, int, int], ...] = TILES):
     """The tiled cast kernel autotuned over `tiles` (rows, columns, warps), defined on first use (triton is imported
-    only where it runs on CUDA). Inputs a, b, c and the bias by MODE (module docstring): PLAIN a; GELU_MUL gate a, up b; GELU_BACKWARD gradient a, gate b, up c;
-    GELU GEMM output a; GELU_GRAD gradient a, GEMM output b. With AMAX it stores each tile's absolute maximum of the
-    computed value(s) in q1_ptr[tile] (and q1_ptr[P + tile]) instead, and for GELU_GRAD the tile's column sums in
-    q2_ptr, in row tile_row * BM / SUM_ROWS, with zeros in the tile's other BM / SUM_ROWS - 1 rows: each tiling the
-    autotuner benchmarks then overwrites every row any other tiling wrote."""
+    only where it runs on CUDA). Inputs a, b, c and the bias by MODE (module docstring): PLAIN a; GELU_MUL gate a,
+    up b; GELU_BACKWARD gradient a, gate b, up c; GELU GEMM output a; GELU_GRAD gradient a, GEMM output b. With AMAX
+    it stores each tile's absolute maximum of the computed value(s) in q1_ptr[tile] (and q1_ptr[P + tile]) instead,
+    and for GELU_GRAD the tile's column sums in q2_ptr, in row tile_row * BM / SUM_ROWS, with zeros in the tile's
+    other BM / SUM_ROWS - 1 rows: each tiling the autotuner benchmarks then overwrites every row any other tiling
+    wrote."""
     import triton
     import triton.language as tl
     from triton.language.extra import libdevice
