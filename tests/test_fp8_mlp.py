@@ -51,34 +51,47 @@ from models.siglip import VisionMLP
 
 
 class Holder(nn.Module):
-    def __init__(self, width: int, mlp: int):
+    """An MLP under a module (apply_fp8 converts the linears inside one)."""
+
+    def __init__(self, mlp: nn.Module):
         super().__init__()
-        self.mlp = GemmaMLP(GemmaConfig(width=width, layers=1, mlp=mlp))
+        self.mlp = mlp
 
     def forward(self, x):
         return self.mlp(x)
 
 
-def _pair(width=64, mlp=128, dtype=torch.float32, device="cpu", emulate=True):
-    """A plain MLP and a torchao Float8Linear copy of it (emulate: FP8 casts, high-precision GEMMs)."""
+def _gated(width: int, mlp: int) -> Holder:
+    return Holder(GemmaMLP(GemmaConfig(width=width, layers=1, mlp=mlp)))
+
+
+def _torchao_copy(plain: Holder, make, emulate: bool) -> Holder:
+    """A torchao Float8Linear copy of `plain`, made by `make()` (emulate: FP8 casts, high-precision GEMMs)."""
     from models.fp8 import apply_fp8
 
-    torch.manual_seed(0)
-    plain = Holder(width, mlp).to(device, dtype)
-    converted = Holder(width, mlp).to(device, dtype)
+    weight = next(plain.parameters())
+    converted = make().to(weight.device, weight.dtype)
     converted.load_state_dict(plain.state_dict())
-    assert len(apply_fp8(converted, "tensorwise", min_features=16, emulate=emulate)) == 3
-    return plain, converted
+    linears = [m for m in converted.modules() if type(m) is nn.Linear]
+    assert len(apply_fp8(converted, "tensorwise", min_features=16, emulate=emulate)) == len(linears)
+    return converted
 
 
-def _outputs(fn, mlp: GemmaMLP, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
-    """fn(x) and the gradients of x and of the three weights for the output gradient `grad`."""
+def _pair(width=64, mlp=128, dtype=torch.float32, device="cpu", emulate=True):
+    """A plain gated MLP and a torchao Float8Linear copy of it."""
+    torch.manual_seed(0)
+    plain = _gated(width, mlp).to(device, dtype)
+    return plain, _torchao_copy(plain, lambda: _gated(width, mlp), emulate)
+
+
+def _outputs(fn, mlp: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
+    """fn(x) and the gradients of x and of the MLP's parameters (in their order) for the output gradient `grad`."""
     for p in mlp.parameters():
         p.grad = None
     x = x.clone().requires_grad_()
     out = fn(x)
     out.backward(grad)
-    return [out.detach(), x.grad] + [lin.weight.grad for lin in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+    return [out.detach(), x.grad] + [p.grad for p in mlp.parameters()]
 
 
 def _ours(mlp: GemmaMLP):
@@ -136,7 +149,7 @@ def test_gelu_mul_backward_is_autograds_gradient():
 
 
 def test_compiled_function_traces_whole_and_matches_eager():
-    plain = Holder(32, 64).to(torch.float32)
+    plain = _gated(32, 64)
     torch.manual_seed(1)
     x, grad = torch.randn(2, 16, 32), torch.randn(2, 16, 32)
     eager = _outputs(_ours(plain.mlp), plain.mlp, x, grad)
@@ -172,18 +185,13 @@ def test_refusals_name_the_options():
         fp8_gated_mlp(torch.randn(2, 32), torch.randn(64, 32), torch.randn(64, 32).bfloat16(), torch.randn(32, 64))
 
 
-class VisionHolder(nn.Module):
-    def __init__(self, width: int, mlp: int):
-        super().__init__()
-        self.mlp = VisionMLP(VisionConfig(width=width, mlp=mlp))
-
-    def forward(self, x):
-        return self.mlp(x)
+def _vision(width: int, mlp: int) -> Holder:
+    return Holder(VisionMLP(VisionConfig(width=width, mlp=mlp)))
 
 
-def _vision_plain(width=48, mlp=80, dtype=torch.float32, device="cpu") -> VisionHolder:
+def _vision_plain(width=48, mlp=80, dtype=torch.float32, device="cpu") -> Holder:
     torch.manual_seed(0)
-    plain = VisionHolder(width, mlp)
+    plain = _vision(width, mlp)
     with torch.no_grad():
         for lin in (plain.mlp.fc1, plain.mlp.fc2):
             lin.bias.normal_()  # non-zero biases, so that where they are added shows
@@ -192,23 +200,8 @@ def _vision_plain(width=48, mlp=80, dtype=torch.float32, device="cpu") -> Vision
 
 def _vision_pair(width=48, mlp=80, dtype=torch.float32, device="cpu", emulate=True):
     """A plain SigLIP MLP and a torchao Float8Linear copy of it."""
-    from models.fp8 import apply_fp8
-
     plain = _vision_plain(width, mlp, dtype, device)
-    converted = VisionHolder(width, mlp).to(device, dtype)
-    converted.load_state_dict(plain.state_dict())
-    assert len(apply_fp8(converted, "tensorwise", min_features=16, emulate=emulate)) == 2
-    return plain, converted
-
-
-def _vision_outputs(fn, mlp: VisionMLP, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
-    """fn(x) and the gradients of x, fc1's weight and bias and fc2's weight and bias for the output gradient."""
-    for p in mlp.parameters():
-        p.grad = None
-    x = x.clone().requires_grad_()
-    out = fn(x)
-    out.backward(grad)
-    return [out.detach(), x.grad] + [p.grad for lin in (mlp.fc1, mlp.fc2) for p in (lin.weight, lin.bias)]
+    return plain, _torchao_copy(plain, lambda: _vision(width, mlp), emulate)
 
 
 def _vision_ours(mlp: VisionMLP):
@@ -223,9 +216,9 @@ def test_vision_mlp_matches_torchao_tensorwise_float8_to_the_bit_forward_and_bac
     plain, converted = _vision_pair()
     torch.manual_seed(1)
     x, grad = torch.randn(3, 32, 48), torch.randn(3, 32, 48)
-    ours = _vision_outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
-    torchao = _vision_outputs(converted, converted.mlp, x, grad)
-    exact = _vision_outputs(plain, plain.mlp, x, grad)
+    ours = _outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
+    torchao = _outputs(converted, converted.mlp, x, grad)
+    exact = _outputs(plain, plain.mlp, x, grad)
     for name, a, b, ref in zip(VISION_OUTPUTS, ours, torchao, exact):
         assert a.shape == b.shape, name
         if name.endswith("bias"):  # a sum over the tokens: the same values, summed in another order
@@ -269,9 +262,9 @@ def test_compiled_vision_function_traces_whole_and_matches_eager():
     plain = _vision_plain(32, 64)
     torch.manual_seed(1)
     x, grad = torch.randn(2, 16, 32), torch.randn(2, 16, 32)
-    eager = _vision_outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
+    eager = _outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
     compiled = torch.compile(_vision_ours(plain.mlp), backend="aot_eager", fullgraph=True)
-    for a, b in zip(_vision_outputs(compiled, plain.mlp, x, grad), eager):
+    for a, b in zip(_outputs(compiled, plain.mlp, x, grad), eager):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
@@ -389,37 +382,37 @@ def test_vision_mlp_matches_torchao_float8_linears_with_fp8_gemms_on_the_gpu():
     torch.manual_seed(1)
     x = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16)
     grad = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16)
-    ours = _vision_outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
-    torchao = _vision_outputs(converted, converted.mlp, x, grad)
-    exact = _vision_outputs(plain.float(), plain.mlp, x.float(), grad.float())
+    ours = _outputs(_vision_ours(plain.mlp), plain.mlp, x, grad)
+    torchao = _outputs(converted, converted.mlp, x, grad)
+    exact = _outputs(plain.float(), plain.mlp, x.float(), grad.float())
     for name, a, b, ref in zip(VISION_OUTPUTS, ours, torchao, exact):
         ours_err, torchao_err = (((t.float() - ref).norm() / ref.norm()).item() for t in (a, b))
         assert ours_err < 1.1 * torchao_err + 1e-3 and ours_err < 0.1, (name, ours_err, torchao_err)
 
 
 def _gpu_case(kind: str):
-    """(the module's parameters, our function, its outputs' function) for the gated or the vision MLP on the GPU."""
+    """(the MLP, our function) for the gated or the vision MLP on the GPU."""
     if kind == "gated":
-        mlp = Holder(256, 512).to("cuda", torch.bfloat16).mlp
-        return mlp, _ours(mlp), _outputs
+        mlp = _gated(256, 512).to("cuda", torch.bfloat16).mlp
+        return mlp, _ours(mlp)
     mlp = _vision_plain(256, 512, torch.bfloat16, "cuda").mlp
-    return mlp, _vision_ours(mlp), _vision_outputs
+    return mlp, _vision_ours(mlp)
 
 
 @needs_gpu
 @pytest.mark.parametrize("kind", ["gated", "vision"])
 def test_compiled_and_graph_replayed_steps_match_eager_on_the_gpu(kind):
-    mlp, ours, outputs = _gpu_case(kind)
+    mlp, ours = _gpu_case(kind)
     torch.manual_seed(1)
     x = torch.randn(2, 64, 256, device="cuda", dtype=torch.bfloat16)
     grad = torch.randn(2, 64, 256, device="cuda", dtype=torch.bfloat16)
-    eager = outputs(ours, mlp, x, grad)
+    eager = _outputs(ours, mlp, x, grad)
     compiled = torch.compile(ours, fullgraph=True)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # compile and warm up before the capture, as torch's graph docs do
-        once = outputs(compiled, mlp, x, grad)
-        outputs(compiled, mlp, x, grad)
+        once = _outputs(compiled, mlp, x, grad)
+        _outputs(compiled, mlp, x, grad)
     torch.cuda.current_stream().wait_stream(side)
     for a, b in zip(once, eager):  # inductor's amax and GELU may round a scale differently from eager torch
         assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-2
