@@ -108,7 +108,7 @@ class Fp8BiasGeluMLPFunction(torch.autograd.Function):
         y = fp8_mm(x8, w18.t(), x_scale, w1_scale, True, dtype)  # fc1 without its bias: the GELU kernels add it
         h_scale = scale_from_amax(fp8_gelu_amax(y, b1))
         h8, h8t = fp8_gelu_cast(y, b1, h_scale)
-        out = fp8_mm(h8, w28.t(), h_scale, w2_scale, True, dtype) + b2.to(dtype)
+        out = fp8_mm(h8, w28.t(), h_scale, w2_scale, True, dtype) + b2
         ctx.save_for_backward(x8t, y, b1, h8t, w18t, w28t, *scales, h_scale)
         ctx.x_shape = x.shape
         return out.reshape(*x.shape[:-1], w2.shape[0])
@@ -125,7 +125,7 @@ class Fp8BiasGeluMLPFunction(torch.autograd.Function):
         d8, d8t = fp8_gelu_grad_cast(grad_h, y, b1, d_scale)
         grad_x = fp8_mm(d8, w18t.t(), d_scale, w1_scale, False, dtype)
         grad_w1 = fp8_mm(d8t, x8t.t(), d_scale, x_scale, False, dtype)
-        return grad_x.reshape(ctx.x_shape), grad_w1, grad_b1.to(b1.dtype), grad_w2, g.sum(0).to(dtype)
+        return grad_x.reshape(ctx.x_shape), grad_w1, grad_b1.to(b1.dtype), grad_w2, g.sum(0)
 
 
 def _check_dtypes(fn: str, x: Tensor, **params: Tensor) -> None:

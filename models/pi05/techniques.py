@@ -96,9 +96,11 @@ def apply_fp8_mlp(model: Pi05Model, options: Pi05Options, skip: tuple[str, ...])
     """`fp8_mlp: triton` (every Gemma MLP, both streams) and `fp8_vision_mlp: triton` (every SigLIP MLP): each MLP
     whose linears torchao would convert runs as one FP8 function (models/fp8_mlp.py) instead of torchao's linears;
     returns their names, which torchao then skips."""
-    kinds = {GemmaMLP: ("gate_proj", "up_proj", "down_proj"), VisionMLP: ("fc1", "fc2")}
-    switches = {"fp8_mlp": GemmaMLP, "fp8_vision_mlp": VisionMLP}
-    chosen = [kind for option, kind in switches.items() if getattr(options, option) == "triton"]
+    switches = {
+        "fp8_mlp": (GemmaMLP, ("gate_proj", "up_proj", "down_proj")),
+        "fp8_vision_mlp": (VisionMLP, ("fc1", "fc2")),
+    }
+    chosen = dict(kind for option, kind in switches.items() if getattr(options, option) == "triton")  # MLP: linears
     if chosen and options.fp8_recipe != "tensorwise":
         raise ValueError(
             f"fp8_mlp and fp8_vision_mlp: triton implement torchao's tensorwise recipe; this rung has fp8_recipe: "
@@ -118,7 +120,7 @@ def apply_fp8_mlp(model: Pi05Model, options: Pi05Options, skip: tuple[str, ...])
     for name, mlp in model.named_modules():
         if type(mlp) not in chosen:
             continue
-        linears = [f"{name}.{linear}" for linear in kinds[type(mlp)]]
+        linears = [f"{name}.{linear}" for linear in chosen[type(mlp)]]
         if all(keep(model.get_submodule(n), n) for n in linears):
             mlp.fp8_function = True
             names += linears
