@@ -20,7 +20,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from optimizer_step_gaps import event_ms  # noqa: E402
 
 from models.fp8_casts import (  # noqa: E402
     GELU,
@@ -85,18 +88,7 @@ def runner(case: dict, tiles) -> callable:
 
 def time_ms(fn, repeats: int, per_event: int = 5) -> float:
     """Median ms per call (CUDA events around `per_event` back-to-back calls, 3 warm-up calls first)."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(per_event):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / per_event)
-    return statistics.median(times)
+    return statistics.median(event_ms(fn, repeats, per_event))
 
 
 def main(argv=None) -> int:

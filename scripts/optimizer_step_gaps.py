@@ -56,18 +56,26 @@ def timeline(kernels: list[tuple[float, float, str]]) -> list[dict]:
     return runs
 
 
-def measure(fn: Callable[[], None], repeats: int) -> dict:
-    """fn's median time over `repeats` calls (CUDA events; 3 calls first as warm-up), then one profiled call."""
+def event_ms(fn: Callable[[], None], repeats: int, per_event: int = 1) -> list[float]:
+    """ms per call of fn, `repeats` times: CUDA events around `per_event` back-to-back calls (3 calls first as
+    warm-up)."""
     for _ in range(3):
         fn()
     times = []
     for _ in range(repeats):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(per_event):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(start.elapsed_time(stop))
+        times.append(start.elapsed_time(stop) / per_event)
+    return times
+
+
+def measure(fn: Callable[[], None], repeats: int) -> dict:
+    """fn's median time over `repeats` calls (CUDA events; 3 calls first as warm-up), then one profiled call."""
+    times = event_ms(fn, repeats)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
