@@ -277,23 +277,24 @@ def _operands(inputs: list[Tensor], bias: Tensor | None) -> list[Tensor]:
     return (inputs + [first, first])[:3] + [first if bias is None else bias]
 
 
-def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None, tiles=TILES) -> tuple[Tensor, Tensor]:
-    """The kernel's amax mode: (the amaxes, one per computed value; the column sums, empty unless GELU_GRAD)."""
+def _run_amax(mode: int, inputs: list[Tensor], bias: Tensor | None, tiles=TILES) -> tuple[Tensor, Tensor | None]:
+    """The kernel's amax mode: (the amaxes, one per computed value; the column sums for GELU_GRAD, else None)."""
     import triton
 
     m, n = _checked(inputs, bias)
     count = 2 if mode == GELU_BACKWARD else 1
     per_value = max(triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn, _ in tiles)
     partial = inputs[0].new_zeros(count * per_value, dtype=torch.float32)  # tiles a larger tile leaves stay 0
-    tallest = max(bm for bm, _, _ in tiles)
-    sum_rows = triton.cdiv(m, tallest) * (tallest // SUM_ROWS) if mode == GELU_GRAD else 0
-    sums = inputs[0].new_zeros((sum_rows, n), dtype=torch.float32)
+    sums = partial  # unused unless GELU_GRAD
+    if mode == GELU_GRAD:
+        tallest = max(bm for bm, _, _ in tiles)
+        sums = inputs[0].new_zeros((triton.cdiv(m, tallest) * (tallest // SUM_ROWS), n), dtype=torch.float32)
     grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
     cast_kernel(tiles)[grid](
         *_operands(inputs, bias), partial, partial, partial, partial, sums, sums, m, n, per_value,
         MODE=mode, E5M2=False, AMAX=True,
     )  # fmt: skip
-    return partial.view(count, per_value).amax(dim=1), sums.sum(dim=0)
+    return partial.view(count, per_value).amax(dim=1), sums.sum(dim=0) if mode == GELU_GRAD else None
 
 
 def launch_amax(mode: int, inputs: list[Tensor], bias: Tensor | None = None, tiles=TILES) -> Tensor:
