@@ -4,6 +4,7 @@
 #   sweep:    the recompute sweep of pi05-loongforge (batch 16, no compile)
 #   beyond-sweep: the recompute sweep of pi05-beyond at its own batch (32, no compile) and the plan under 120 GiB
 #   beyond:   the pi05-beyond ladder with its kernel floor   beyond-profile: profiles of its best bf16 and FP8 rungs
+#             (PROFILE_RUNGS= picks them, PROFILE_TOP= the number of kernels listed)
 #   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, in pieces, eager and graphed (scripts/optimizer_step_gaps.py)
 #   gpu-tests: the tests that need a GPU for the optimizers, the whole-step graph and the FP8 MLP (TESTS_K=expr selects)
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
@@ -50,7 +51,7 @@ case $part in
             exit 0 ;;
   beyond-profile)  # where the best bf16 and FP8 rungs' steps go (compute only)
             for rung in ${PROFILE_RUNGS:-planned-recompute fp8}; do
-              vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 --overwrite \
+              vlabench profile scenarios/pi05-beyond.yaml --target h200 --synthetic --rung "$rung" --steps 5 --overwrite --top "${PROFILE_TOP:-15}" \
                 --out "$out/pi05-beyond-profile-$rung.json" 2>&1 | grep -v "^USDT" | tee -a "$out/beyond-profile.log"
             done; exit 0 ;;
   ascend)   vlabench run scenarios/pi05-ascend.yaml --target h200 --out results/h200/pi05-ascend.json \

@@ -5,6 +5,7 @@ and each rung's share of it."""
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.cli import main
 from harness.ladder.floor import floor_share, fp8_eligible
@@ -101,7 +102,10 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     scenario.write_text(SCENARIO)
     out = tmp_path / "p.json"
     assert (
-        main(["profile", str(scenario), "--rung", "community", "--target", "cpu", "--steps", "2", "--out", str(out)])
+        main(
+            ["profile", str(scenario), "--rung", "community", "--target", "cpu", "--steps", "2", "--top", "5"]
+            + ["--out", str(out)]
+        )
         == 0
     )
     profile = json.loads(out.read_text())
@@ -109,6 +113,8 @@ def test_profile_reports_where_a_rungs_step_goes(tmp_path, capsys):
     assert profile["provenance"]["command"].startswith("vlabench profile") and profile["provenance"]["torch"]
     assert "ms per step (median of 2)" in capsys.readouterr().out
     assert main(["profile", str(scenario), "--rung", "nope", "--target", "cpu"]) == 2
+    assert main(["profile", str(scenario), "--rung", "community", "--target", "cpu", "--top", "0"]) == 2
+    assert "--top" in capsys.readouterr().err
 
 
 GR00T_WORKLOAD = Workload(batch_size=16, cameras=2, text_tokens=92, action_horizon=50)
@@ -376,3 +382,35 @@ def test_annotations_are_told_from_kernels_whose_names_hold_a_lambdas_hash():
     )
     assert not is_annotation(lambda_kernel)
     assert not is_annotation("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN")
+
+
+def test_kernel_summary_lists_the_top_kernels_by_time():
+    """`top` kernels, the costliest first, per step; the kinds still add up every kernel."""
+    from types import SimpleNamespace
+
+    from harness.ladder.profile import kernel_summary
+
+    def event(name, start_us, ms):
+        return SimpleNamespace(
+            device_type=torch.autograd.DeviceType.CUDA,
+            name=name,
+            device_time_total=1e3 * ms,
+            time_range=SimpleNamespace(start=start_us, end=start_us + 1e3 * ms),
+            device_resource_id=7,
+        )
+
+    times = {"triton_poi_fused_a": 1.0, "triton_poi_fused_b": 3.0, "nvjet_c": 2.0, "triton_red_fused_d": 0.5}
+    events, start = [], 0.0
+    for _ in range(2):  # two steps
+        for name, ms in times.items():
+            events.append(event(name, start, ms))
+            start += 1e3 * ms + 5
+    prof = SimpleNamespace(events=lambda: events)
+    summary = kernel_summary(prof, steps=2, wall_s=0.01, on_gpu=False, top=2)
+    assert [(k["name"], k["ms_per_step"]) for k in summary["top_kernels"]] == [
+        ("triton_poi_fused_b", pytest.approx(3.0)),
+        ("nvjet_c", pytest.approx(2.0)),
+    ]
+    assert summary["kernel_launches"] == 4 and summary["kernel_s"] == pytest.approx(6.5e-3)
+    kinds = {k["kind"]: k["ms_per_step"] for k in summary["kernel_kinds"]}
+    assert kinds == {"inductor pointwise": pytest.approx(4.0), "GEMM": 2.0, "inductor reductions": 0.5}

@@ -105,6 +105,28 @@ def test_positions_skip_padding_and_pruning_keeps_them():
     assert torch.equal(pos2[:, 2 * n :], positions[:, 3 * n :])  # text positions unchanged by pruning
 
 
+@pytest.mark.parametrize("slots", [3, "auto"])
+def test_batched_cameras_match_one_vision_call_per_camera(slots):
+    """`batch_cameras` runs SigLIP once over [B * N] images: the prefix (the placeholder slot's too), its mask, the
+    loss and every gradient as with one call per camera."""
+    b = batch()
+    per_camera, batched = tiny({"camera_slots": slots}), tiny({"camera_slots": slots, "batch_cameras": True})
+    assert not per_camera.batch_cameras and batched.batch_cameras
+    (prefix, pad), (prefix2, pad2) = per_camera.embed_prefix(b), batched.embed_prefix(b)
+    assert torch.equal(pad2, pad)
+    torch.testing.assert_close(prefix2, prefix, rtol=1e-6, atol=1e-6)
+    # the camera order within each sample: the second camera's tokens follow the first's
+    n = TINY.vision.tokens
+    torch.testing.assert_close(prefix2[:, n : 2 * n], per_camera.vision(b["images"][:, 1]), rtol=1e-6, atol=1e-6)
+    losses = [model.loss(b) for model in (per_camera, batched)]
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-6, atol=1e-7)
+    for loss in losses:
+        loss.backward()
+    for (name, p), p2 in zip(per_camera.named_parameters(), batched.parameters()):
+        if p.grad is not None:
+            torch.testing.assert_close(p2.grad, p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_padding_is_invisible_to_valid_tokens():
     """Changing what sits in padded text positions or the placeholder image changes nothing."""
     model, b = tiny(), batch()

@@ -20,6 +20,7 @@ def add_profile_arguments(prof) -> None:
         "--batch-size", type=int, help="override the workload's batch size (e.g. to see launch-bound steps)"
     )
     prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    prof.add_argument("--top", type=int, default=15, help="kernels listed by time (default 15)")
     prof.add_argument("--synthetic", action="store_true", help="the compute alone: synthetic batches on the device")
     prof.add_argument("--out", type=Path, help="also write the profile as JSON")
     prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
@@ -34,6 +35,7 @@ def cmd_profile(args) -> int:
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
     at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    at_least("--top", args.top, 1, "a positive number of kernels")
     if args.out:
         check_out_file(args.out, overwrite=args.overwrite)
     scenario = load_scenario(args.scenario)
@@ -53,7 +55,7 @@ def cmd_profile(args) -> int:
     spec = scenario_spec(scenario, target, rung, batch_size=args.batch_size)
     if args.synthetic:  # the compute alone: batches made up front on the device
         spec = dataclasses.replace(spec, loader={**spec.loader, "kind": "synthetic"})
-    result = profile_rung(spec, steps=args.steps)
+    result = profile_rung(spec, steps=args.steps, top=args.top)
     batch_size = spec.workload.batch_size
     print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
     if args.out:

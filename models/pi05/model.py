@@ -261,6 +261,7 @@ class Pi05Model(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.camera_slots = camera_slots  # int: fixed slots with masked placeholders; "auto": on demand
+        self.batch_cameras = False  # SigLIP once per camera (the references), or once over all of them
         self.attention_kind = "eager"
         self.vision = ImageEmbedder(cfg.vision, cfg.llm.width)
         self.text_embed = TextEmbedder(cfg.vocab, cfg.llm.width)
@@ -287,9 +288,14 @@ class Pi05Model(nn.Module):
         images, image_masks = self.camera_slots_for(batch["images"], batch["image_masks"])
         tokens_per_image = self.cfg.vision.tokens
         embs, pads = [], []
-        for slot in range(images.shape[1]):  # one vision call per camera, as the reference does
-            embs.append(self.vision(images[:, slot]))
-            pads.append(image_masks[:, slot, None].expand(-1, tokens_per_image))
+        if self.batch_cameras:  # one vision call over every camera: [B, N, ...] -> [B * N, ...] and back
+            b, n = images.shape[:2]
+            embs.append(self.vision(images.flatten(0, 1)).unflatten(0, (b, n)).flatten(1, 2))
+            pads.append(image_masks[:, :, None].expand(-1, -1, tokens_per_image).flatten(1))
+        else:
+            for slot in range(images.shape[1]):  # one vision call per camera, as the references do
+                embs.append(self.vision(images[:, slot]))
+                pads.append(image_masks[:, slot, None].expand(-1, tokens_per_image))
         embs.append(self.text_embed(batch["tokens"]))
         pads.append(batch["token_masks"])
         return torch.cat(embs, dim=1), torch.cat(pads, dim=1)

@@ -37,6 +37,9 @@ class Pi05Options:
     # SigLIP's layers compiled too, each its own unit (one graph reused by every layer and camera); the image
     # loop, the post-norm and the projector stay eager. Its linears then train in FP8 with `linear: fp8`.
     compile_vision: bool = False
+    # SigLIP runs once over every camera of the batch (the cameras stacked on the batch dimension: larger GEMMs,
+    # half the launches with two cameras) instead of once per camera as openpi and LeRobot run it; the same values
+    batch_cameras: bool = False
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one

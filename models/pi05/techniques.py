@@ -173,6 +173,7 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     """Apply every switch to the plain model, in place and in a fixed order; returns what was applied."""
     model.camera_slots = options.camera_slots
     model.time_sampling = options.time_sampling
+    model.batch_cameras = options.batch_cameras
     fp32 = apply_precision(model, options.precision)
     apply_attention(model, options.attention, options.vision_attention)
     if options.fused_qkv:
