@@ -117,6 +117,32 @@ def test_per_layer_compile_reuses_one_graph_for_all_layers(batch):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 5
 
 
+@pytest.mark.parametrize(
+    "tuning, backend, options",
+    [
+        ("coordinate-descent", "inductor", {"coordinate_descent_tuning": True}),
+        ("coordinate-descent", "aot_eager", None),  # no generated kernels to tune
+        ("default", "inductor", None),
+    ],
+)
+def test_compile_tuning_asks_inductor_for_coordinate_descent_on_every_unit(monkeypatch, tuning, backend, options):
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: calls.append((type(self).__name__, kwargs)))
+    opts = {"camera_slots": "auto", "recompute": "none", "compile": "per-layer", "compile_vision": True}
+    built = FAMILY.build(
+        "tiny",
+        parse_options({**opts, "compile_tuning": tuning}),
+        replace(WORKLOAD, compile_backend=backend),
+        "cpu",
+        torch.float32,
+        seed=0,
+    )
+    assert len(calls) == len(built.applied.compile_units) == 2 + 3 + 4  # SigLIP's layers, the joint ones, the rest
+    assert {name for name, _ in calls} >= {"VisionLayer", "JointLayer"}
+    for _, kwargs in calls:
+        assert kwargs.get("options") == options and kwargs["backend"] == backend and kwargs["fullgraph"]
+
+
 def test_compile_vision_adds_one_graph_for_siglips_layers_and_matches_eager(batch, community):
     """compile_vision compiles each SigLIP layer (inside its recompute wrapper), one graph for all of them and
     both cameras, with the community rung's loss and gradients; FP8 may then convert SigLIP's layer linears."""

@@ -40,6 +40,10 @@ class Pi05Options:
     # SigLIP runs once over every camera of the batch (the cameras stacked on the batch dimension: larger GEMMs,
     # half the launches with two cameras) instead of once per camera as openpi and LeRobot run it; the same values
     batch_cameras: bool = False
+    # How inductor picks the block sizes of the kernels it generates (its pointwise and reduction kernels, the
+    # norms' backward among them) for every compile unit: its heuristics, or refined by coordinate descent, each
+    # candidate benchmarked at compile time (inductor's coordinate_descent_tuning; the inductor backend only)
+    compile_tuning: Literal["default", "coordinate-descent"] = "default"
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one

@@ -133,7 +133,9 @@ def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
     return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute.patterns)
 
 
-def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision: bool = False) -> list[str]:
+def apply_compile(
+    model: Pi05Model, mode: str, backend: str = "inductor", vision: bool = False, tuning: str = "default"
+) -> list[str]:
     """Compile units, compiled in place (`nn.Module.compile`, names unchanged); returns their names.
 
     backbone: one unit for the fixed-shape joint layers and final norms, fullgraph so that a graph
@@ -144,6 +146,8 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision
       Backward then finishes each layer's gradients separately, which lets DDP all-reduce them while
       the layers below still run backward.
     vision: also each SigLIP layer its own unit (with its recompute wrapper, as the joint layers).
+    tuning: "coordinate-descent" has inductor refine its kernels' block sizes by benchmarking (the inductor
+      backend only: other backends generate no kernels to tune).
     """
     units: dict[str, nn.Module] = {}
     if vision:
@@ -164,8 +168,10 @@ def apply_compile(model: Pi05Model, mode: str, backend: str = "inductor", vision
         )
     elif mode != "none":
         raise ValueError(f"unknown compile mode {mode!r}")
+    tuned = tuning == "coordinate-descent" and backend == "inductor"
+    options = {"options": {"coordinate_descent_tuning": True}} if tuned else {}
     for module in units.values():
-        module.compile(backend=backend, fullgraph=True)
+        module.compile(backend=backend, fullgraph=True, **options)
     return list(units)
 
 
@@ -182,7 +188,9 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
         fuse_gate_up(model)
     fp8 = apply_linear(model, options)
     recomputed = apply_recompute_option(model, options.recompute)
-    units = apply_compile(model, options.compile, compile_backend, vision=options.compile_vision)
+    units = apply_compile(
+        model, options.compile, compile_backend, vision=options.compile_vision, tuning=options.compile_tuning
+    )
     return Applied(
         fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units), fp32_modules=tuple(fp32)
     )
