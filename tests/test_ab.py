@@ -438,12 +438,17 @@ def test_real_ten_percent_slowdown_fails(one_cpu, tmp_path, scenario, capsys):
 
 @pytest.mark.slow
 def test_real_aa_on_a_busy_cpu_does_not_fail(one_cpu, tmp_path, scenario, capsys):
-    # the busy loop takes half the CPU from both sides alike, all along: a pair's ratio stays near 1. (Where the
+    # the busy loop takes half the CPU from both sides alike, all along: a pair's ratio stays near 1. Where the
     # spread is far beyond the 5% tolerance, three pairs still FAIL an A/A as often as the 95% interval misses
-    # on the low side: 2.2% in the 54 pairs above re-centred on 1.)
-    with cpu_hog(one_cpu):
-        code, doc = ab_run(tmp_path, "aa", scenario, "--pairs", "3", "--json")
-    captured = capsys.readouterr()
+    # on the low side: 2.2% in the 54 pairs above re-centred on 1, which is the rule's designed false-alarm rate,
+    # not a fault. So one FAIL is tried again, once: an unbiased gate FAILs two independent A/As about 0.05% of
+    # the time, and a gate biased against B (what this test is for) FAILs both.
+    for attempt in ("aa", "aa-again"):
+        with cpu_hog(one_cpu):
+            code, doc = ab_run(tmp_path, attempt, scenario, "--pairs", "3", "--json")
+        captured = capsys.readouterr()
+        if code != 1:
+            break
     assert code in (0, 3), captured.err
     assert json.loads(captured.out) == doc  # --json: stdout holds ab.json alone, the progress went to stderr
     assert "[pair 3/3] B: community" in captured.err

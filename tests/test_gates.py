@@ -363,7 +363,7 @@ CPU_TOLERANCE = ["--tolerance", "15%"]
 def cpu_runs(tmp_path_factory):
     """Runs of the one-rung scenario, each one thread pinned to one CPU (the last, away from CPU 0's kernel
     work): two plain runs (an A/A pair), a run with a busy loop on the same CPU throughout (the A/A pair of a
-    busy machine), and a plain run followed by one slowed by 30% (then 2%) with the test-only sleep. A slowed
+    busy machine), and a plain run followed by one slowed by 30% (then 2%) with the test-only busy wait. A slowed
     pair is measured again until the gate can decide (at most three times): the machine probe tells when the
     machine itself moved between the two runs."""
     tmp = tmp_path_factory.mktemp("gate-runs")

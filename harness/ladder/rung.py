@@ -32,7 +32,7 @@ from .grad_buckets import BucketedDataParallel
 from .sabotage import apply_sabotage, configured_sabotage
 
 GIB = 1024**3
-# TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a sleep inside the
+# TEST-ONLY: VLABENCH_TEST_SLOWDOWN=0.3 makes every timed step really take 30% longer (a busy wait inside the
 # timed region), so tests can check that the gates catch a slowdown. The rung record says it was set;
 # never set it for a measurement.
 TEST_SLOWDOWN_ENV = "VLABENCH_TEST_SLOWDOWN"
@@ -88,11 +88,16 @@ def configured_test_slowdown() -> float:
 
 
 def slow_down_for_test(device, started: float, fraction: float) -> None:
-    """TEST-ONLY: sleep `fraction` x the step's time so far (measured on the host after a device sync), inside
-    the timed region, so the slowdown is real for every timer (host clock or device events)."""
+    """TEST-ONLY: busy-wait `fraction` x the step's time so far (measured on the host after a device sync),
+    inside the timed region, so the slowdown is real for every timer (host clock or device events). A busy wait,
+    not a sleep, as a real regression is more work: a sleeping process hands its CPU to the machine's other jobs,
+    and the machine probe after the step then reads a slower machine (in a clean-clone CI run the probe read 21%
+    slower around a slept 30%, and the gate called the pair inconclusive three times)."""
     if fraction > 0:
         device.synchronize()
-        time.sleep(fraction * (time.perf_counter() - started))
+        deadline = time.perf_counter() + fraction * (time.perf_counter() - started)
+        while time.perf_counter() < deadline:
+            pass
         device.synchronize()
 
 
