@@ -111,7 +111,8 @@ def layer_norm_backward(
     """(d s, d weight, d bias) of LayerNorm(s) given its output's gradient, the saved mean and rstd ([..., 1]
     fp32), `grad_res` added to d s: the Triton kernel on CUDA, torch operations elsewhere."""
     if not s.is_cuda:
-        return backward_in_torch(grad, s, weight, mean, rstd, grad_res)
+        dx, dw, db = backward_in_torch(grad, s, weight, mean, rstd, grad_res)
+        return dx.contiguous(), dw, db
     grad, s = grad.contiguous(), s.contiguous()
     grad_res = grad_res.contiguous() if grad_res is not None else None
     n = s.shape[-1]
@@ -129,11 +130,12 @@ def layer_norm_backward(
     return dx, sums[0].to(weight.dtype), sums[1].to(weight.dtype)
 
 
+# contiguous outputs whatever the input's layout (SigLIP's first layer reads the patch embedding's transposed view)
 layer_norm_backward.register_fake(
     lambda grad, s, weight, mean, rstd, grad_res: (
-        torch.empty_like(s),
-        torch.empty_like(weight),
-        torch.empty_like(weight),
+        s.new_empty(s.shape),
+        weight.new_empty(weight.shape),
+        weight.new_empty(weight.shape),
     )
 )
 
