@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .fp8_mlp import fp8_bias_gelu_mlp
-from .layer_norm import add_layer_norm, layer_norm
 
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, str], torch.Tensor]
 
@@ -74,14 +73,8 @@ class VisionLayer(nn.Module):
         self.attn = VisionAttention(cfg, kernel, kind)
         self.norm2 = nn.LayerNorm(cfg.width, eps=cfg.eps)
         self.mlp = VisionMLP(cfg)
-        # set by Pi0.5's `layer_norm: triton` switch: both LayerNorms' backward in one kernel each, the residual
-        # add fused into the second (models/layer_norm.py); the same values
-        self.norm_kernels = False
 
     def forward(self, x):
-        if self.norm_kernels:
-            x, normed = add_layer_norm(x, self.attn(layer_norm(x, self.norm1)), self.norm2)
-            return x + self.mlp(normed)
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 

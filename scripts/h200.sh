@@ -6,8 +6,7 @@
 #   beyond:   the pi05-beyond ladder with its kernel floor   beyond-profile: profiles of its best bf16 and FP8 rungs
 #             (PROFILE_RUNGS= picks them, PROFILE_TOP= the number of kernels listed)
 #   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, in pieces, eager and graphed (scripts/optimizer_step_gaps.py)
-#   gpu-tests: the tests that need a GPU for the optimizers, the whole-step graph, the FP8 MLP and the LayerNorm kernel
-#             (TESTS_K=expr selects)
+#   gpu-tests: the tests that need a GPU for the optimizers, the whole-step graph and the FP8 MLP (TESTS_K=expr selects)
 #   ascend:   the whole pi05-ascend ladder (eager rungs, batch 64)
 #   ddp:      the LoongForge ladder up to compile-per-layer on every GPU of the machine (several GPUs)
 # The ladder is split because each compile rung compiles the full model (1-2.5 min) and one call may
@@ -47,7 +46,7 @@ case $part in
             python scripts/optimizer_step_gaps.py --out "$out/optimizer-step-gaps.json" 2>&1 | tee "$out/optimizer-step-gaps.log"
             exit 0 ;;
   gpu-tests) python3 -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/test_triton_adamw.py \
-              tests/test_whole_step_graph.py tests/test_clipped_adamw.py tests/test_fp8_mlp.py tests/test_layer_norm.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
+              tests/test_whole_step_graph.py tests/test_clipped_adamw.py tests/test_fp8_mlp.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
               | tail -30 | tee "$out/gpu-tests.log"
             exit 0 ;;
   beyond-profile)  # where the best bf16 and FP8 rungs' steps go (compute only)

@@ -44,10 +44,6 @@ class Pi05Options:
     # norms' backward among them) for every compile unit: its heuristics, or refined by coordinate descent, each
     # candidate benchmarked at compile time (inductor's coordinate_descent_tuning; the inductor backend only)
     compile_tuning: Literal["default", "coordinate-descent"] = "default"
-    # SigLIP's LayerNorms: torch's (under compile, inductor writes their backward), or with their backward in one
-    # Triton kernel each that reads every tensor once, the residual add fused into the second (models/layer_norm.py;
-    # torch operations off CUDA); the same values up to rounding
-    layer_norm: Literal["torch", "triton"] = "torch"
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one

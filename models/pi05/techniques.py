@@ -180,8 +180,6 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     model.camera_slots = options.camera_slots
     model.time_sampling = options.time_sampling
     model.batch_cameras = options.batch_cameras
-    for layer in unwrapped(model.vision).layers:
-        layer.norm_kernels = options.layer_norm == "triton"
     fp32 = apply_precision(model, options.precision)
     apply_attention(model, options.attention, options.vision_attention)
     if options.fused_qkv:
