@@ -55,12 +55,20 @@ class VisionMLP(nn.Module):
     def __init__(self, cfg: LayerShape):
         super().__init__()
         self.fp8_function = False  # set by Pi0.5's `fp8_vision_mlp: triton` switch: the MLP as one FP8 function
+        # set by Pi0.5's `vision_fc1_bias: gelu` switch (a plain Linear fc1 only): fc1 a GEMM without bias, its bias
+        # added in the GELU's kernel. At fc1's shape aten's addmm does not take cuBLASLt's bias epilogue and first
+        # copies the bias, broadcast, into the whole output, a strided copy of [tokens, mlp] (0.11 ms a layer at
+        # Pi0.5's batch 32 on an H200, scripts/siglip_layer_kernels.py). The GEMM's output is then rounded to the
+        # model's dtype before the bias is added.
+        self.bias_in_gelu = False
         self.fc1 = nn.Linear(cfg.width, cfg.mlp)
         self.fc2 = nn.Linear(cfg.mlp, cfg.width)
 
     def forward(self, x):
         if self.fp8_function:
             return fp8_bias_gelu_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
+        if self.bias_in_gelu:
+            return self.fc2(F.gelu(F.linear(x, self.fc1.weight) + self.fc1.bias, approximate="tanh"))
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
 
 

@@ -8,6 +8,7 @@ import torch
 from models.pi05 import FAMILY, FULL, TINY, Pi05Model, count_parameters, forward_flops_per_sample, parse_options
 from models.pi05.attention import bool_mask
 from models.pi05.batch import make_batch, to_device
+from models.siglip import VisionMLP
 from models.workload import Workload
 
 WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=24, action_horizon=6, seed=0)
@@ -125,6 +126,25 @@ def test_batched_cameras_match_one_vision_call_per_camera(slots):
     for (name, p), p2 in zip(per_camera.named_parameters(), batched.parameters()):
         if p.grad is not None:
             torch.testing.assert_close(p2.grad, p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_fc1_bias_in_the_gelu_is_the_same_mlp():
+    """`vision_fc1_bias: gelu` sets every SigLIP MLP to a GEMM without bias and the bias added before the GELU: the
+    loss and every gradient as nn.Linear's addmm (fp32, so only summation order differs)."""
+    b = batch()
+    plain, split = tiny(), tiny({"vision_fc1_bias": "gelu"})
+    mlps = [m for m in split.modules() if isinstance(m, VisionMLP)]
+    assert mlps and all(m.bias_in_gelu for m in mlps)
+    assert not any(m.bias_in_gelu for m in plain.modules() if isinstance(m, VisionMLP))
+    losses = [model.loss(b) for model in (plain, split)]
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-6, atol=1e-7)
+    for loss in losses:
+        loss.backward()
+    grads = {n: p.grad for n, p in split.named_parameters() if p.grad is not None}
+    assert any(n.endswith("mlp.fc1.bias") for n in grads)
+    for name, p in plain.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_padding_is_invisible_to_valid_tokens():

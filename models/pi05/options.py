@@ -44,6 +44,9 @@ class Pi05Options:
     # norms' backward among them) for every compile unit: its heuristics, or refined by coordinate descent, each
     # candidate benchmarked at compile time (inductor's coordinate_descent_tuning; the inductor backend only)
     compile_tuning: Literal["default", "coordinate-descent"] = "default"
+    # Where SigLIP's fc1 adds its bias: in the GEMM (nn.Linear, as openpi and LeRobot), or in the GELU's kernel after
+    # a GEMM without bias (models/siglip.py VisionMLP says why); plain bf16/fp32 linears only (FP8 ones add their own)
+    vision_fc1_bias: Literal["gemm", "gelu"] = "gemm"
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one

@@ -187,6 +187,9 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     if options.fused_gate_up:
         fuse_gate_up(model)
     fp8 = apply_linear(model, options)
+    for mlp in unwrapped(model.vision).modules():
+        if isinstance(mlp, VisionMLP) and type(mlp.fc1) is nn.Linear:  # not a torchao Float8Linear
+            mlp.bias_in_gelu = options.vision_fc1_bias == "gelu"
     recomputed = apply_recompute_option(model, options.recompute)
     units = apply_compile(
         model, options.compile, compile_backend, vision=options.compile_vision, tuning=options.compile_tuning
