@@ -67,8 +67,10 @@ class VisionMLP(nn.Module):
     def forward(self, x):
         if self.fp8_function:
             return fp8_bias_gelu_mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
-        if self.bias_in_gelu:
-            return self.fc2(F.gelu(F.linear(x, self.fc1.weight) + self.fc1.bias, approximate="tanh"))
+        if self.bias_in_gelu:  # in 2-D, the GEMM's own shape, so the bias gradient can sum the GELU's gradient
+            rows = x.reshape(-1, x.shape[-1])
+            h = F.gelu(F.linear(rows, self.fc1.weight) + self.fc1.bias, approximate="tanh")
+            return self.fc2(h).reshape(*x.shape[:-1], -1)
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
 
 
