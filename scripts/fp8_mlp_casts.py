@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from optimizer_step_gaps import measure  # noqa: E402
+from optimizer_step_gaps import forward_backward, measure  # noqa: E402
 
 from models.fp8 import apply_fp8  # noqa: E402
 from models.fp8_casts import (  # noqa: E402
@@ -76,14 +76,7 @@ def mlp_step(fp8: str | None, compile_options: dict | None, tokens: int) -> Call
     model.mlp.compile(fullgraph=True, options=compile_options)
     x = torch.randn(tokens, FULL.llm.width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(tokens, FULL.llm.width, device="cuda", dtype=torch.bfloat16)
-
-    def step():
-        model(x).backward(grad)
-        x.grad = None
-        for p in model.parameters():
-            p.grad = None
-
-    return step
+    return forward_backward(model, x, grad)
 
 
 def kernel_totals(result: dict, top: int = 5) -> list[tuple[str, int, float]]:

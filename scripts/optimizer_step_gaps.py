@@ -90,6 +90,18 @@ def measure(fn: Callable[[], None], repeats: int) -> dict:
     }
 
 
+def forward_backward(module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor) -> Callable[[], None]:
+    """One forward and backward of `module` on a fixed input and output gradient, the gradients dropped after it."""
+
+    def step():
+        module(x).backward(grad)
+        x.grad = None
+        for p in module.parameters():
+            p.grad = None
+
+    return step
+
+
 def graphed(fn: Callable[[], None]) -> Callable[[], None]:
     """fn captured once as a CUDA graph (after warm-up calls on a side stream), replayed by the returned callable."""
     side = torch.cuda.Stream()

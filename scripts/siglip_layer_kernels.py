@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fp8_mlp_casts import kernel_totals  # noqa: E402
-from optimizer_step_gaps import graphed, measure  # noqa: E402
+from optimizer_step_gaps import forward_backward, graphed, measure  # noqa: E402
 
 from harness.results import provenance  # noqa: E402
 from models.pi05.config import FULL  # noqa: E402
@@ -42,15 +42,7 @@ def layer_step(images: int, bias_in_gelu: bool):
     layer.compile(fullgraph=True)
     x = torch.randn(images, FULL.vision.tokens, FULL.vision.width, device="cuda", dtype=torch.bfloat16)
     x.requires_grad_()
-    grad = torch.randn_like(x)
-
-    def step():
-        layer(x).backward(grad)
-        x.grad = None
-        for p in layer.parameters():
-            p.grad = None
-
-    return step
+    return forward_backward(layer, x, torch.randn_like(x))
 
 
 def kernel_sources(step) -> list[dict]:
