@@ -123,9 +123,19 @@ def test_per_layer_compile_reuses_one_graph_for_all_layers(batch):
         ("coordinate-descent", "inductor", {"coordinate_descent_tuning": True}),
         ("coordinate-descent", "aot_eager", None),  # no generated kernels to tune
         ("default", "inductor", None),
+        (
+            "max-autotune-gemm",
+            "inductor",
+            {
+                "max_autotune_gemm": True,
+                "max_autotune_gemm_backends": "ATEN,TRITON",
+                "triton.enable_persistent_tma_matmul": True,
+            },
+        ),
+        ("max-autotune-gemm", "aot_eager", None),
     ],
 )
-def test_compile_tuning_asks_inductor_for_coordinate_descent_on_every_unit(monkeypatch, tuning, backend, options):
+def test_compile_tuning_passes_its_inductor_options_to_every_unit(monkeypatch, tuning, backend, options):
     calls = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: calls.append((type(self).__name__, kwargs)))
     opts = {"camera_slots": "auto", "recompute": "none", "compile": "per-layer", "compile_vision": True}

@@ -40,10 +40,11 @@ class Pi05Options:
     # SigLIP runs once over every camera of the batch (the cameras stacked on the batch dimension: larger GEMMs,
     # half the launches with two cameras) instead of once per camera as openpi and LeRobot run it; the same values
     batch_cameras: bool = False
-    # How inductor picks the block sizes of the kernels it generates (its pointwise and reduction kernels, the
-    # norms' backward among them) for every compile unit: its heuristics, or refined by coordinate descent, each
-    # candidate benchmarked at compile time (inductor's coordinate_descent_tuning; the inductor backend only)
-    compile_tuning: Literal["default", "coordinate-descent"] = "default"
+    # How inductor picks the kernels of every compile unit (the inductor backend only; techniques.COMPILE_TUNING):
+    # its heuristics; its pointwise and reduction kernels' block sizes refined by coordinate descent; or each GEMM
+    # benchmarked among cuBLAS and its Triton templates, with the pointwise work after it fused into the template's
+    # epilogue where that is faster (max_autotune_gemm). The last two benchmark candidates while compiling
+    compile_tuning: Literal["default", "coordinate-descent", "max-autotune-gemm"] = "default"
     # Where SigLIP's fc1 adds its bias: in the GEMM (nn.Linear, as openpi and LeRobot), or in the GELU's kernel after
     # a GEMM without bias (models/siglip.py VisionMLP says why); plain bf16/fp32 linears only (FP8 ones add their own)
     vision_fc1_bias: Literal["gemm", "gelu"] = "gemm"
