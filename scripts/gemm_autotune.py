@@ -6,16 +6,18 @@ per-layer compile units are, with `compile_tuning: default` and `max-autotune-ge
 The bf16 step's profile puts Gemma's GELU x up and its backward at 26.6 ms a step, each one pass over a
 [22784, 16384] tensor that the GEMM beside it has just written or is about to read. In a GEMM's epilogue that pass
 would not write and re-read the tensor, if the template's GEMM keeps up with cuBLAS. Each variant is replayed from a
-CUDA graph, as the step runs it; the seconds its first call took (compiling and, for max-autotune-gemm, benchmarking
-every GEMM's candidates) are printed beside it, since the rung pays them in its warm-up.
+CUDA graph, as the step runs it, the variants alternated in rounds; the seconds its first call took (compiling and,
+for max-autotune-gemm, benchmarking every GEMM's candidates) are printed beside it: the rung pays them in its
+warm-up.
 
-    python scripts/gemm_autotune.py [--repeats 20] [--only mlp|siglip] [--out FILE.json]
+    python scripts/gemm_autotune.py [--repeats 20] [--rounds 5] [--only mlp|siglip] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fp8_mlp_casts import kernel_totals  # noqa: E402
-from optimizer_step_gaps import forward_backward, graphed, measure  # noqa: E402
+from optimizer_step_gaps import event_ms, forward_backward, graphed, measure  # noqa: E402
 
 from harness.results import provenance  # noqa: E402
 from models.pi05.config import FULL  # noqa: E402
@@ -58,7 +60,8 @@ def unit_step(unit: str, tuning: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=20, help="replays timed per variant per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds alternating the variants (order rotated)")
     parser.add_argument("--only", choices=sorted(UNITS), help="time this unit alone")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -67,42 +70,54 @@ def main(argv=None) -> int:
         return 2
     results: dict = {"provenance": provenance([sys.executable, *sys.argv]), "timed": {}}
     for unit in [args.only] if args.only else list(UNITS):
-        per_step = UNITS[unit][2]
-        for tuning in TUNINGS:
-            name = f"{unit}, {tuning}"
-            try:
-                step = unit_step(unit, tuning)
-                start = time.perf_counter()
-                step()  # compiles (and benchmarks the GEMMs' candidates)
-                torch.cuda.synchronize()
-                first_s = time.perf_counter() - start
-                result = measure(graphed(step), args.repeats)
-            except Exception as err:  # one variant failing still reports the others
-                print(f"{name}: failed: {type(err).__name__}: {err}", flush=True)
-                results["timed"][name] = {"error": f"{type(err).__name__}: {err}"}
-                continue
-            finally:
-                torch._dynamo.reset()
-                torch.cuda.empty_cache()
-            every = kernel_totals(result, 1000)
-            results["timed"][name] = {k: v for k, v in result.items() if k != "timeline"} | {
-                "first_call_s": first_s,
-                "kernels_ms": sum(ms for _, _, ms in every),
-                "kernels": every,
-                "per_step": per_step,
-            }
-            print(f"{name}: {result['median_ms']:.3f} ms (min {result['min_ms']:.3f}, max {result['max_ms']:.3f}), "
-                  f"x{per_step} a step = {per_step * result['median_ms']:.1f} ms; first call {first_s:.0f} s",
-                  flush=True)  # fmt: skip
-            for kernel, count, ms in every[:8]:
-                print(f"    {ms:8.3f} ms  {count:4d}x  {kernel[:110]}")
-        base, tuned = (results["timed"].get(f"{unit}, {t}", {}) for t in TUNINGS)
-        if "median_ms" in base and "median_ms" in tuned:
-            saved = per_step * (base["median_ms"] - tuned["median_ms"])
-            print(f"{unit}: max-autotune-gemm saves {saved:.1f} ms of the step ({per_step} units)\n", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        timed = time_unit(unit, args.repeats, args.rounds)
+        results["timed"].update({f"{unit}, {tuning}": record for tuning, record in timed.items()})
+        if args.out:  # after each unit, so that a call cut short keeps what it measured
+            args.out.write_text(json.dumps(results, indent=1) + "\n")
     return 0
+
+
+def time_unit(unit: str, repeats: int, rounds: int) -> dict[str, dict]:
+    """Each tuning's unit compiled and captured as a CUDA graph, then the graphs' replays timed in alternating
+    rounds (so a clock that drifts while the other variant compiles shifts both), then each profiled once."""
+    per_step, replays, records = UNITS[unit][2], {}, {}
+    for tuning in TUNINGS:
+        try:
+            step = unit_step(unit, tuning)
+            start = time.perf_counter()
+            step()  # compiles (and benchmarks the GEMMs' candidates)
+            torch.cuda.synchronize()
+            records[tuning] = {"first_call_s": time.perf_counter() - start, "per_step": per_step, "times_ms": []}
+            replays[tuning] = graphed(step)
+        except Exception as err:  # one variant failing still reports the others
+            print(f"{unit}, {tuning}: failed: {type(err).__name__}: {err}", flush=True)
+            records[tuning] = {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            torch._dynamo.reset()  # the captured graphs replay without the compiled code's guards
+    for r in range(rounds):
+        order = list(replays)[r % len(replays) :] + list(replays)[: r % len(replays)]
+        for tuning in order:
+            records[tuning]["times_ms"] += event_ms(replays[tuning], repeats)
+    for tuning, replay in replays.items():
+        times, profiled = records[tuning]["times_ms"], measure(replay, 3)
+        every = kernel_totals(profiled, 1000)
+        records[tuning] |= {
+            "median_ms": statistics.median(times),
+            "min_ms": min(times),
+            "max_ms": max(times),
+            "profiled_kernels_ms": sum(ms for _, _, ms in every),
+            "kernels": every,
+        }
+        print(f"{unit}, {tuning}: {records[tuning]['median_ms']:.3f} ms (min {min(times):.3f}, max {max(times):.3f}; "
+              f"{len(times)} replays in {rounds} alternating rounds), x{per_step} a step = "
+              f"{per_step * records[tuning]['median_ms']:.1f} ms; first call {records[tuning]['first_call_s']:.0f} s",
+              flush=True)  # fmt: skip
+        for kernel, count, ms in every[:8]:
+            print(f"    {ms:8.3f} ms  {count:4d}x  {kernel[:110]}")
+    if len(replays) == len(TUNINGS):
+        base, tuned = (records[t]["median_ms"] for t in TUNINGS)
+        print(f"{unit}: max-autotune-gemm {base / tuned:.3f}x, {per_step * (base - tuned):.1f} ms of the step\n")
+    return records
 
 
 if __name__ == "__main__":
