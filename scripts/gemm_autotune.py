@@ -80,7 +80,7 @@ def main(argv=None) -> int:
 def time_unit(unit: str, repeats: int, rounds: int) -> dict[str, dict]:
     """Each tuning's unit compiled and captured as a CUDA graph, then the graphs' replays timed in alternating
     rounds (so a clock that drifts while the other variant compiles shifts both), then each profiled once."""
-    per_step, replays, records = UNITS[unit][2], {}, {}
+    per_step, replays, records, steps = UNITS[unit][2], {}, {}, []
     for tuning in TUNINGS:
         try:
             step = unit_step(unit, tuning)
@@ -89,6 +89,7 @@ def time_unit(unit: str, repeats: int, rounds: int) -> dict[str, dict]:
             torch.cuda.synchronize()
             records[tuning] = {"first_call_s": time.perf_counter() - start, "per_step": per_step, "times_ms": []}
             replays[tuning] = graphed(step)
+            steps.append(step)  # the graph replays into the step's module, input and gradient: keep them alive
         except Exception as err:  # one variant failing still reports the others
             print(f"{unit}, {tuning}: failed: {type(err).__name__}: {err}", flush=True)
             records[tuning] = {"error": f"{type(err).__name__}: {err}"}
