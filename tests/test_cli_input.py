@@ -95,6 +95,7 @@ MERGE_FLAG = {"run": "--append", "eval": "--resume"}
         ("floor", "--timeout", "0", "--timeout: expected a positive number of seconds, got 0"),
         ("profile", "--steps", "0", "--steps: expected a positive number of steps, got 0"),
         ("profile", "--batch-size", "-2", "--batch-size: expected a positive batch size, got -2"),
+        ("profile", "--batches", "1", "--batches: expected at least 2 batches, got 1"),
         ("eval", "--episode-timeout", "-1", "--episode-timeout: expected a positive number of seconds, got -1"),
         ("eval", "--workers", "0", "--workers: expected a positive number of worker processes, got 0"),
         ("eval", "--trials", "0", "--trials: expected a positive number of episodes per task, got 0"),

@@ -206,6 +206,28 @@ def test_ladder_on_a_dataset_records_data_wait_and_loss_parity(dataset, tmp_path
     assert "async loader: waited" in table and "torch loader: waited" in table
 
 
+def test_profile_data_only_times_the_rungs_input_pipeline_alone(dataset, tmp_path, capsys):
+    """`vlabench profile --data-only`: no model, the rung's batches back to back after its queues are drained (one
+    worker x prefetch 2, and the async loader's 2 buffers), the rate over the window from the batches' times."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.replace("DATASET", str(dataset)))
+    for rung, queued in (("community-loader", 2), ("async-input", 4)):
+        out = tmp_path / f"{rung}.json"
+        args = ["profile", str(scenario), "--target", "cpu", "--rung", rung, "--data-only", "--batches", "3"]
+        assert main([*args, "--out", str(out)]) == 0, capsys.readouterr().err
+        r = json.loads(out.read_text())
+        assert r["rung"] == rung and r["batches"] == 3 and len(r["batch_s"]) == 3
+        assert r["warmup_batches"] == 1 + queued and r["loader"]["workers"] == 1
+        assert r["samples_per_s"] == pytest.approx(2 * 3 / sum(r["batch_s"]))
+        assert "losses" not in r and "kernels" not in r  # nothing stepped
+        assert "the input pipeline alone" in capsys.readouterr().out
+    base = ["profile", str(scenario), "--target", "cpu", "--data-only", "--rung"]
+    assert main([*base, "synthetic-data"]) == 2
+    assert "synthetic-data reads synthetic batches" in capsys.readouterr().err
+    assert main([*base, "community-loader", "--synthetic"]) == 2
+    assert "--synthetic has none" in capsys.readouterr().err
+
+
 def test_a_missing_dataset_is_one_line_before_any_rung_runs(tmp_path, capsys):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO.replace("DATASET", str(tmp_path / "nowhere")))

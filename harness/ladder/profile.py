@@ -58,6 +58,62 @@ def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
     }
 
 
+def data_path_rate(spec: RungSpec, batches: int = 50) -> dict:
+    """The rung's input pipeline alone: its batches fetched back to back with no step between them, each waited for
+    until it is on the device. The warm-up takes the workload's warm-up batches and as many more as the loader's
+    queues hold (workers x prefetch_factor, and the async loader's buffers), so the window starts with them drained:
+    the samples/s over it is the most the pipeline can feed, and a step faster than that waits for data on it. No
+    model is built."""
+    from models import get_family
+    from models.schema import parse
+
+    from ..data.pipeline import LoaderOptions
+    from ..machine.hardware import get_device
+    from .rung import dataset_feed
+
+    device = get_device(spec.backend)
+    feed = dataset_feed(spec, get_family(spec.model), device)
+    options = parse(LoaderOptions, spec.loader)
+    prefetched = options.workers * options.prefetch_factor if options.kind in ("torch", "async") else 0
+    queued = prefetched + (options.buffers if options.kind in ("async", "memory") else 0)
+    warmup = max(1, spec.workload.warmup_steps) + queued
+    times = []
+    try:
+        for i in range(warmup + batches):
+            start = time.perf_counter()
+            feed.fetch(i)
+            device.synchronize()
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        described = feed.describe()
+    finally:
+        feed.close()
+    size = spec.workload.batch_size
+    deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [times[0]] * 9
+    return {
+        "batches": batches,
+        "warmup_batches": warmup,
+        "batch_s": times,
+        "samples_per_s": size * len(times) / sum(times),  # over the window: queued batches and slow ones alike
+        "median_batch_ms": 1000 * statistics.median(times),
+        "p10_p90_batch_ms": [1000 * deciles[0], 1000 * deciles[-1]],
+        **described,
+    }
+
+
+def data_rate_table(name: str, r: dict) -> str:
+    loader = r["loader"]
+    lines = [
+        f"{name}: the input pipeline alone ({loader['kind']} loader, {loader['workers']} workers, "
+        f"preprocess {loader['preprocess']}), {r['batches']} batches fetched back to back after "
+        f"{r['warmup_batches']} (its queues drained)",
+        f"  {r['samples_per_s']:.1f} samples/s over the window; a batch every {r['median_batch_ms']:.1f} ms at the "
+        f"median (p10-p90 {r['p10_p90_batch_ms'][0]:.1f}-{r['p10_p90_batch_ms'][1]:.1f} ms)",
+        "  a step faster than this waits for its data with this loader",
+    ]
+    return "\n".join(lines)
+
+
 # Namespaces that fill a templated kernel's name before the part that tells kernels apart (a foreach kernel's
 # functor: which operation it is); shown without them, and without the parameter list that repeats the template.
 NAME_NOISE = ("void ", "at::native::", "(anonymous namespace)::")

@@ -22,6 +22,13 @@ def add_profile_arguments(prof) -> None:
     prof.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
     prof.add_argument("--top", type=int, default=15, help="kernels listed by time (default 15)")
     prof.add_argument("--synthetic", action="store_true", help="the compute alone: synthetic batches on the device")
+    prof.add_argument(
+        "--data-only",
+        action="store_true",
+        help="the rung's input pipeline alone, no model: its batches fetched back to back (--batches of them), "
+        "the samples/s it can feed",
+    )
+    prof.add_argument("--batches", type=int, default=50, help="batches timed with --data-only (default 50)")
     prof.add_argument("--out", type=Path, help="also write the profile as JSON")
     prof.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
 
@@ -36,6 +43,9 @@ def cmd_profile(args) -> int:
     at_least("--steps", args.steps, 1, "a positive number of steps")
     at_least("--batch-size", args.batch_size, 1, "a positive batch size")
     at_least("--top", args.top, 1, "a positive number of kernels")
+    at_least("--batches", args.batches, 2, "at least 2 batches")
+    if args.data_only and args.synthetic:
+        return fail("--data-only: times the dataset's input pipeline; --synthetic has none")
     if args.out:
         check_out_file(args.out, overwrite=args.overwrite)
     scenario = load_scenario(args.scenario)
@@ -53,15 +63,37 @@ def cmd_profile(args) -> int:
     if reason:
         return fail(f"{args.rung}: unsupported on {target.name}: {reason}")
     spec = scenario_spec(scenario, target, rung, batch_size=args.batch_size)
+    if args.data_only:
+        return data_only(args, scenario, target, rung, spec)
     if args.synthetic:  # the compute alone: batches made up front on the device
         spec = dataclasses.replace(spec, loader={**spec.loader, "kind": "synthetic"})
     result = profile_rung(spec, steps=args.steps, top=args.top)
     batch_size = spec.workload.batch_size
     print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
+    write_profile(args, scenario, target, batch_size, result)
+    return EXIT_OK
+
+
+def data_only(args, scenario, target, rung, spec) -> int:
+    """`--data-only`: the rung's input pipeline timed alone (harness/ladder/profile.py data_path_rate)."""
+    from ..data.pipeline import feed_kind
+    from .profile import data_path_rate, data_rate_table
+    from .runner import check_dataset
+
+    if feed_kind(spec.workload.data, spec.loader) == "synthetic":
+        return fail(f"--data-only: {args.rung} reads synthetic batches; pass --dataset PATH or a workload data.dataset")
+    check_dataset(scenario, spec.workload, [rung.name])
+    result = data_path_rate(spec, args.batches)
+    batch_size = spec.workload.batch_size
+    print(data_rate_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
+    write_profile(args, scenario, target, batch_size, result)
+    return EXIT_OK
+
+
+def write_profile(args, scenario, target, batch_size: int, result: dict) -> None:
     if args.out:
         from ..results import _write_atomic, provenance
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
         record = {"scenario": scenario.name, "rung": args.rung, "target": target.name, "batch_size": batch_size}
         _write_atomic(args.out, {**record, **result, "provenance": provenance(["vlabench", *args.argv])})
-    return EXIT_OK
