@@ -11,7 +11,7 @@ recompute and compile patterns): `norm1`, `attn.{q,k,v,out}_proj`, `norm2`, `mlp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +20,9 @@ from torch import nn
 from .fp8_mlp import fp8_bias_gelu_mlp
 
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, str], torch.Tensor]
+# Where fc1 adds its bias (both families' `vision_fc1_bias` option): in the GEMM (nn.Linear, as the references), or in
+# the GELU's kernel after a GEMM without bias (VisionMLP.bias_in_gelu says why)
+Fc1Bias = Literal["gemm", "gelu"]
 
 
 class LayerShape(Protocol):
@@ -55,8 +58,8 @@ class VisionMLP(nn.Module):
     def __init__(self, cfg: LayerShape):
         super().__init__()
         self.fp8_function = False  # set by Pi0.5's `fp8_vision_mlp: triton` switch: the MLP as one FP8 function
-        # set by Pi0.5's `vision_fc1_bias: gelu` switch (a plain Linear fc1 only): fc1 a GEMM without bias, its bias
-        # added in the GELU's kernel. At fc1's shape aten's addmm does not take cuBLASLt's bias epilogue and first
+        # set by the families' `vision_fc1_bias: gelu` switch (set_fc1_bias; a plain Linear fc1 only): fc1 a GEMM
+        # without bias, its bias added in the GELU's kernel. At fc1's shape aten's addmm does not take cuBLASLt's bias epilogue and first
         # copies the bias, broadcast, into the whole output, a strided copy of [tokens, mlp] (0.11 ms a layer at
         # Pi0.5's batch 32 on an H200, scripts/siglip_layer_kernels.py). The GEMM's output is then rounded to the
         # model's dtype before the bias is added.
@@ -72,6 +75,15 @@ class VisionMLP(nn.Module):
             h = F.gelu(F.linear(rows, self.fc1.weight) + self.fc1.bias, approximate="tanh")
             return self.fc2(h).reshape(*x.shape[:-1], -1)
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
+
+
+def set_fc1_bias(tower: nn.Module, where: Fc1Bias) -> int:
+    """Every VisionMLP of `tower` whose fc1 is a plain nn.Linear (not a torchao Float8Linear, which adds its own bias)
+    adds fc1's bias where `where` says; returns how many were set that way."""
+    mlps = [m for m in tower.modules() if isinstance(m, VisionMLP) and type(m.fc1) is nn.Linear]
+    for mlp in mlps:
+        mlp.bias_in_gelu = where == "gelu"
+    return len(mlps)
 
 
 class VisionLayer(nn.Module):

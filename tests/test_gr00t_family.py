@@ -59,6 +59,8 @@ def test_build_applies_the_switches():
     assert model.training and model.llm.lm_head is False and model.vl_pad == 64
     kinds = {model.llm.layers[0].attn.kind, model.dit.blocks[0].attn.kind, model.vision.layers[0].attn.kind}
     assert kinds == {"eager"}
+    assert not any(layer.mlp.bias_in_gelu for layer in model.vision.layers)
+    assert all(layer.mlp.bias_in_gelu for layer in build({"vision_fc1_bias": "gelu"}).model.vision.layers)
     assert built.applied.compile_units == ()
     assert model.autocast_dtype is None and all(p.dtype == torch.float32 for p in model.parameters())
     assert FAMILY.prepare_for_ddp(built, FAMILY.ddp_flags(FAMILY.parse_options({}))) == []
@@ -92,7 +94,14 @@ def test_same_seed_same_model_and_batches():
 
 
 @pytest.mark.parametrize(
-    "options", [{"lm_head": False}, {"vl_pad": 64}, {"lm_head": False, "vl_pad": 64}, {"attention": "eager"}]
+    "options",
+    [
+        {"lm_head": False},
+        {"vl_pad": 64},
+        {"lm_head": False, "vl_pad": 64},
+        {"attention": "eager"},
+        {"vision_fc1_bias": "gelu"},
+    ],
 )
 def test_switches_keep_loss_and_gradients(batch, options):
     base_loss, base_grads = loss_and_grads(build().model, batch)

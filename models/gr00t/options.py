@@ -10,6 +10,7 @@ from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, SchemaError, parse, to_plain
+from ..siglip import Fc1Bias
 from .attention import AttentionKind
 
 # none: eager; per-block: every SigLIP2 layer, LLM layer and DiT block its own compile unit.
@@ -62,6 +63,10 @@ class Gr00tOptions:
     # the same; an eager baseline pays the reference's host work (and its two syncs). none (default): one batched
     # path. A CUDA graph cannot hold its host-made indexes.
     vision_packing: Literal["none", "reference"] = "none"
+    # Where SigLIP2's fc1 adds its bias: in the GEMM (nn.Linear, as the reference), or in the GELU's kernel after a
+    # GEMM without bias (models/siglip.py VisionMLP says why: aten's addmm copies the broadcast bias into the whole
+    # output first at fc1's shape)
+    vision_fc1_bias: Fc1Bias = "gemm"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 

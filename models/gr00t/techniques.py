@@ -1,5 +1,5 @@
 """The optimization switches, each applied to the plain model after it is built, in a fixed order
-(lm_head, VL padding, attention kernel, FP8 linears, compile, recompute), in the manner of torchtitan's
+(lm_head, VL padding, attention kernel, fc1's bias, FP8 linears, compile, recompute), in the manner of torchtitan's
 parallelize. The `cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it
 (graphs.py)."""
 
@@ -13,6 +13,7 @@ from torch import nn
 from ..family import Applied
 from ..fp8 import MIN_FEATURES, apply_fp8, fp8_candidates
 from ..recompute import apply_recompute, unwrapped_name
+from ..siglip import set_fc1_bias
 from .checkpoint import reference_names
 from .model import Gr00tModel
 from .options import Gr00tOptions
@@ -72,6 +73,7 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     model.reference_syncs = model.vision.reference_syncs = options.host_syncs == "reference"
     model.vision.reference_packing = options.vision_packing == "reference"
     model.set_attention(options.attention)
+    set_fc1_bias(model.vision, options.vision_fc1_bias)
     fp8 = apply_linear(model, options)
     units = apply_compile(model, options.compile, compile_backend)
     recomputed = apply_recompute_option(model, options.recompute)

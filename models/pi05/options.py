@@ -10,6 +10,7 @@ from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, parse, to_plain
+from ..siglip import Fc1Bias
 from .attention import AttentionKind
 
 Compile = Literal["none", "backbone", "per-layer"]
@@ -47,7 +48,7 @@ class Pi05Options:
     compile_tuning: Literal["default", "coordinate-descent", "max-autotune-gemm"] = "default"
     # Where SigLIP's fc1 adds its bias: in the GEMM (nn.Linear, as openpi and LeRobot), or in the GELU's kernel after
     # a GEMM without bias (models/siglip.py VisionMLP says why); plain bf16/fp32 linears only (FP8 ones add their own)
-    vision_fc1_bias: Literal["gemm", "gelu"] = "gemm"
+    vision_fc1_bias: Fc1Bias = "gemm"
     linear: LinearKind = "bf16"
     fp8_recipe: Fp8Recipe = "tensorwise"
     # The Gemma MLPs' FP8 with `linear: fp8`: torchao's Float8Linear per linear, or the whole gated MLP as one

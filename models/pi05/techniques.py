@@ -11,7 +11,7 @@ from ..fp8 import apply_fp8, fp8_filter
 from ..fused import fuse_linears
 from ..npu import NpuGateUp
 from ..recompute import apply_recompute
-from ..siglip import VisionMLP
+from ..siglip import VisionMLP, set_fc1_bias
 from .model import GemmaBlock, GemmaMLP, Pi05Model, RMSNorm, unwrapped
 from .options import Pi05Options
 
@@ -203,9 +203,7 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
     if options.fused_gate_up:
         fuse_gate_up(model)
     fp8 = apply_linear(model, options)
-    for mlp in unwrapped(model.vision).modules():
-        if isinstance(mlp, VisionMLP) and type(mlp.fc1) is nn.Linear:  # not a torchao Float8Linear
-            mlp.bias_in_gelu = options.vision_fc1_bias == "gelu"
+    set_fc1_bias(unwrapped(model.vision), options.vision_fc1_bias)
     recomputed = apply_recompute_option(model, options.recompute)
     units = apply_compile(
         model, options.compile, compile_backend, vision=options.compile_vision, tuning=options.compile_tuning
