@@ -107,9 +107,9 @@ def main(argv=None) -> int:
     images = args.images or FAMILIES[args.family][3]
     results: dict = {"provenance": provenance([sys.executable, *sys.argv]), "family": args.family, "images": images}
     results |= {"timed": {}, "sources": {}}
-    replays = {}
+    replays, steps = {}, {}  # steps: each graph reads its layer and input, which only the step's closure holds
     for name, bias_in_gelu in VARIANTS.items():
-        step = layer_step(args.family, images, bias_in_gelu)
+        step = steps[name] = layer_step(args.family, images, bias_in_gelu)
         for _ in range(3):  # compiles
             step()
         results["sources"][name] = kernel_sources(step)

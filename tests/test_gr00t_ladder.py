@@ -41,6 +41,7 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
         "ok",
         "unsupported",
         "ok",
+        "ok",
         "unsupported",
     ]
     assert rungs["skip-lm-head"]["substituted"] == {
@@ -53,6 +54,7 @@ def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch
     assert rungs["compiled-optimizer"]["substituted"]["graph_optimizer"] == "True -> False"
     assert rungs["compiled-optimizer"]["loss_parity"]["pass"]
     assert rungs["skip-lm-head"]["loss_parity"]["pass"]  # the discarded logits change no loss
+    assert rungs["fc1-bias-in-gelu"]["loss_parity"]["pass"]
     # compiled blocks (aot_eager on the CPU target) keep eager's dropout draws: parity holds tightly
     assert len(rungs["compile"]["applied"]["compile_units"]) == 2 + 4 + 4 and rungs["compile"]["loss_parity"]["pass"]
     assert "multi-process" in rungs["overlap-grad-comm"]["reason"]

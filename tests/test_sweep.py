@@ -143,7 +143,7 @@ GR00T_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios/gr00t-loong
 
 def test_gr00t_sweep_configurations_come_from_the_family():
     """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the
-    compiled-optimizer rung: the graphs are substituted there, FP8 is not), with recompute and compile written
+    fc1-bias-in-gelu rung: the graphs are substituted there, FP8 is not), with recompute and compile written
     in GR00T's options."""
     from harness.ladder.sweep_cli import _trainable_on
     from harness.machine.hardware import get_target
@@ -151,7 +151,7 @@ def test_gr00t_sweep_configurations_come_from_the_family():
 
     scenario = load_scenario(GR00T_SCENARIO)
     assert default_rung(scenario) == "fp8-dit"
-    assert default_rung(scenario, _trainable_on(scenario, get_target("cpu"))) == "compiled-optimizer"
+    assert default_rung(scenario, _trainable_on(scenario, get_target("cpu"))) == "fc1-bias-in-gelu"
     sweep = sweep_scenario(scenario, "compile", "none", {})
     assert [r.name for r in sweep.ladder] == [
         BASE,
