@@ -194,6 +194,8 @@ def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_
     result = load_result(out)
     floor, w = result["floor"], Workload.from_record(result["workload"])
     assert {a["name"] for a in floor["attention"]} >= {"llm attention", "dit cross-attention"}
+    # no CUDA graph on a CPU: each attention call timed alone, and the record says so
+    assert all(set(a["timed"].values()) == {"per call"} for a in floor["attention"])
     cfg, tokens = SIZES["tiny"], vl_tokens("tiny", w)
     lm_head = forward_flops_per_sample(cfg, w.cameras, tokens, w.action_horizon)["lm_head"]
     analytic = GR00T.flops_per_sample("tiny", w)

@@ -1,9 +1,9 @@
 """The kernel floor of a workload on a device (`vlabench floor`): every GEMM of forward and backward at the
 vendor library's speed for its exact shape (torch.mm, i.e. cuBLAS, in the workload's dtype; FP8 through
-torch._scaled_mm where the FP8 rung would convert the layer; on a GPU timed as back-to-back calls in a CUDA graph,
-so that a GEMM of a few microseconds is not timed as the host's launch latency), plus each attention call at the best
-implementation available here (SDPA, and FlexAttention with the real block mask on a GPU), summed into the step
-time nothing can beat and its samples/s. A rung's share of the floor says how much of the step is left to win.
+torch._scaled_mm where the FP8 rung would convert the layer), plus each attention call at the best implementation
+available here (SDPA, and FlexAttention with the real block mask on a GPU), summed into the step time nothing can
+beat and its samples/s. On a GPU both are timed as back-to-back calls replayed from a CUDA graph, so that a call of a
+few microseconds is not timed as the host's launch latency (and an attention call's autograd work). A rung's share of the floor says how much of the step is left to win.
 
 Only the work of the step's GEMMs and attention counts: no elementwise kernels, norms, casts, optimizer or
 launch gaps, which a perfect implementation would fuse or hide. So the floor is an upper bound on samples/s.
@@ -24,6 +24,7 @@ from models.workload import Workload
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
 GRAPH_LAUNCHES = 20  # GEMM calls per timed CUDA graph replay
+ATTENTION_LAUNCHES = 10  # attention calls (forward and backward) per timed CUDA graph replay
 
 
 def _time(fn: Callable[[], object], device, repeats: int = REPEATS, warmup: int = 3) -> float:
@@ -146,14 +147,39 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
         block = None if mod is None else create_block_mask(mod, None, None, att.q_len, att.kv_len, device=dev)
         flex = torch.compile(flex_attention, dynamic=False)
         candidates["flex"] = lambda q, k, v: flex(q, k, v, block_mask=block, enable_gqa=gqa)
-    times = {}
+    times, how = {}, {}
     for name, attend in candidates.items():
         try:
-            times[name] = _time(run(attend), device)
+            times[name], how[name] = _time_attention_call(run(attend), device)
         except Exception as exc:  # an implementation that cannot run these shapes here is not the best one
-            times[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            times[name] = _error(exc)
     best = min((t, n) for n, t in times.items() if isinstance(t, float))
-    return {"name": att.name, "count": att.count, "by_implementation_s": times, "best": best[1], "s": best[0]}
+    return {
+        "name": att.name,
+        "count": att.count,
+        "by_implementation_s": times,
+        "timed": how,
+        "best": best[1],
+        "s": best[0],
+    }
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+
+
+def _time_attention_call(once: Callable[[], None], device) -> tuple[float, str]:
+    """Seconds of one attention call (forward, and backward where it has one) and how it was timed: like a GEMM,
+    replayed back to back from a CUDA graph on CUDA, since a call of a few tens of microseconds (GR00T's DiT
+    attends over 51 queries) timed alone measures the host's launch and autograd work instead. Where a graph
+    cannot hold the call, it is timed one call at a time, and says so."""
+    if device.torch_device.type != "cuda":
+        return _time(once, device), "per call"
+    try:
+        return _time_launches(once, device, ATTENTION_LAUNCHES), "graph"
+    except Exception as exc:
+        torch.cuda.synchronize()
+        return _time(once, device), f"per call (graph capture failed: {_error(exc)})"
 
 
 def measure_floor(family, size: str, workload: Workload, device, fp8: bool, progress=print) -> dict:
