@@ -9,6 +9,7 @@ import torch
 
 from harness.cli import main
 from harness.ladder.floor import floor_share, fp8_eligible
+from harness.report.report import floor_table
 from harness.results import load_result
 from models.floor import training_gemms
 from models.pi05 import FAMILY, FULL
@@ -196,6 +197,11 @@ def test_gr00t_floor_on_the_cpu_and_the_ladder_table_shows_each_rungs_share(tmp_
     assert {a["name"] for a in floor["attention"]} >= {"llm attention", "dit cross-attention"}
     # no CUDA graph on a CPU: each attention call timed alone, and the record says so
     assert all(set(a["timed"].values()) == {"per call"} for a in floor["attention"])
+    # SigLIP2 is frozen and nothing before it trains: its attention runs forward only, and the table says so
+    backward = {a["name"]: a["backward"] for a in floor["attention"]}
+    assert backward["siglip attention"] is False and backward["dit cross-attention"] is True
+    table = floor_table(result, top=1000)
+    assert "siglip attention fwd (" in table and "dit cross-attention fwd+bwd (" in table
     cfg, tokens = SIZES["tiny"], vl_tokens("tiny", w)
     lm_head = forward_flops_per_sample(cfg, w.cameras, tokens, w.action_horizon)["lm_head"]
     analytic = GR00T.flops_per_sample("tiny", w)

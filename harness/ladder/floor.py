@@ -157,6 +157,7 @@ def time_attention(att: Attention, dtype: torch.dtype, device) -> dict:
     return {
         "name": att.name,
         "count": att.count,
+        "backward": att.backward,
         "by_implementation_s": times,
         "timed": how,
         "best": best[1],

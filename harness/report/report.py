@@ -327,6 +327,13 @@ def eval_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     return "\n".join(lines + ([parts] if parts else []))
 
 
+def _passes(attention: dict) -> str:
+    """' fwd+bwd' or ' fwd' after an attention call's name; nothing for a floor recorded before it said which."""
+    if "backward" not in attention:
+        return ""
+    return " fwd+bwd" if attention["backward"] else " fwd"
+
+
 def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:
     """The kernel floor: totals per precision, then the operations that take the most of it."""
     floor, w, t = result["floor"], result["workload"], result["target"]
@@ -349,7 +356,7 @@ def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:
         for g in floor["gemms"]
         if g["precision"] == floor["dtype"] or g["fp8"]
     ]
-    ops += [(f"{a['name']} fwd+bwd ({a['best']})", a["count"], a["s"]) for a in floor["attention"]]
+    ops += [(f"{a['name']}{_passes(a)} ({a['best']})", a["count"], a["s"]) for a in floor["attention"]]
     ops.sort(key=lambda o: -o[1] * o[2])
     rows = [[name, count, f"{1e3 * s:.3f}", f"{1e3 * s * count:.1f}"] for name, count, s in ops[:top]]
     return "\n".join(
