@@ -59,10 +59,10 @@ class VisionMLP(nn.Module):
         super().__init__()
         self.fp8_function = False  # set by Pi0.5's `fp8_vision_mlp: triton` switch: the MLP as one FP8 function
         # set by the families' `vision_fc1_bias: gelu` switch (set_fc1_bias; a plain Linear fc1 only): fc1 a GEMM
-        # without bias, its bias added in the GELU's kernel. At fc1's shape aten's addmm does not take cuBLASLt's bias epilogue and first
-        # copies the bias, broadcast, into the whole output, a strided copy of [tokens, mlp] (0.11 ms a layer at
-        # Pi0.5's batch 32 on an H200, scripts/siglip_layer_kernels.py). The GEMM's output is then rounded to the
-        # model's dtype before the bias is added.
+        # without bias, its bias added in the GELU's kernel. At fc1's shape aten's addmm does not take cuBLASLt's bias
+        # epilogue and first copies the bias, broadcast, into the whole output, a strided copy of [tokens, mlp] (0.11
+        # ms a layer at Pi0.5's batch 32 on an H200, scripts/siglip_layer_kernels.py). The GEMM's output is then
+        # rounded to the model's dtype before the bias is added.
         self.bias_in_gelu = False
         self.fc1 = nn.Linear(cfg.width, cfg.mlp)
         self.fc2 = nn.Linear(cfg.mlp, cfg.width)
@@ -77,13 +77,12 @@ class VisionMLP(nn.Module):
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # gelu_pytorch_tanh
 
 
-def set_fc1_bias(tower: nn.Module, where: Fc1Bias) -> int:
+def set_fc1_bias(tower: nn.Module, where: Fc1Bias) -> None:
     """Every VisionMLP of `tower` whose fc1 is a plain nn.Linear (not a torchao Float8Linear, which adds its own bias)
-    adds fc1's bias where `where` says; returns how many were set that way."""
-    mlps = [m for m in tower.modules() if isinstance(m, VisionMLP) and type(m.fc1) is nn.Linear]
-    for mlp in mlps:
-        mlp.bias_in_gelu = where == "gelu"
-    return len(mlps)
+    adds fc1's bias where `where` says."""
+    for mlp in tower.modules():
+        if isinstance(mlp, VisionMLP) and type(mlp.fc1) is nn.Linear:
+            mlp.bias_in_gelu = where == "gelu"
 
 
 class VisionLayer(nn.Module):

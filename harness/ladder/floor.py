@@ -3,7 +3,8 @@ vendor library's speed for its exact shape (torch.mm, i.e. cuBLAS, in the worklo
 torch._scaled_mm where the FP8 rung would convert the layer), plus each attention call at the best implementation
 available here (SDPA, and FlexAttention with the real block mask on a GPU), summed into the step time nothing can
 beat and its samples/s. On a GPU both are timed as back-to-back calls replayed from a CUDA graph, so that a call of a
-few microseconds is not timed as the host's launch latency (and an attention call's autograd work). A rung's share of the floor says how much of the step is left to win.
+few microseconds is not timed as the host's launch latency (and an attention call's autograd work). A rung's share
+of the floor says how much of the step is left to win.
 
 Only the work of the step's GEMMs and attention counts: no elementwise kernels, norms, casts, optimizer or
 launch gaps, which a perfect implementation would fuse or hide. So the floor is an upper bound on samples/s.
