@@ -9,10 +9,11 @@ decoupled weight decay, bias corrections from step counters on the device) and c
 the same up to rounding.
 
 Everything stays on the device (step counters, learning rate, clip scale), so the step has no host sync and can be
-replayed from a CUDA graph. The state is torch AdamW's (`step`, `exp_avg`, `exp_avg_sq`), made at construction;
-the learning rate of each group is a device tensor, written in place by a schedule (harness/train/recipe.py). The
-function compiles on the first step, or in `warm_up`, which a CUDA-graph capture calls first: a compile cannot run
-inside a capture.
+replayed from a CUDA graph. With `copies`, the update also writes each listed weight's bf16 copy
+(models/weight_copies.py: the forward reads it instead of casting the fp32 weight again). The state is torch
+AdamW's (`step`, `exp_avg`, `exp_avg_sq`), made at construction; the learning rate of each group is a device
+tensor, written in place by a schedule (harness/train/recipe.py). The function compiles on the first step, or in
+`warm_up`, which a CUDA-graph capture calls first: a compile cannot run inside a capture.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import torch
 GroupTensors = tuple
 
 
-def clipped_adamw_update(groups: list[GroupTensors], max_norm: float) -> None:
+def clipped_adamw_update(
+    groups: list[GroupTensors], max_norm: float, copies: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+) -> None:
     """Clip every group's gradients together to a total 2-norm of `max_norm` (clip_grad_norm_'s coefficient),
-    then one AdamW step per group with the clipped gradients, in place on the parameters and their state."""
+    then one AdamW step per group with the clipped gradients, in place on the parameters and their state; then
+    each of `copies` (weights, their low-precision copies) written from its updated weight."""
     grads_all = [g for group in groups for g in group[1]]
     total = torch.nn.utils.get_total_norm(grads_all, 2.0, foreach=True)
     scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
@@ -52,6 +56,9 @@ def clipped_adamw_update(groups: list[GroupTensors], max_norm: float) -> None:
         torch._foreach_add_(denom, eps)
         torch._foreach_mul_(denom, step_sizes)
         torch._foreach_addcdiv_(params, exp_avgs, denom, value=-1.0)
+    weights, weight_copies = copies
+    if weights:
+        torch._foreach_copy_(weight_copies, weights)
 
 
 class ClipsInStep:
@@ -92,11 +99,28 @@ class FusedClippedAdamW(ClipsInStep, torch.optim.AdamW):
 
 class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
     """torch.optim.AdamW whose `step` also clips the gradients' total norm to `max_norm` (the caller does not
-    call clip_grad_norm_: models/family.py clip_and_step), compiled with `backend` on the first step."""
+    call clip_grad_norm_: models/family.py clip_and_step), compiled with `backend` on the first step. `copies`:
+    (weight, copy) pairs whose copy the step writes from the updated weight (models/weight_copies.py)."""
 
-    def __init__(self, params, *, max_norm: float, backend: str, lr: float, betas=(0.9, 0.999), eps=1e-8, **kw):
+    def __init__(
+        self,
+        params,
+        *,
+        max_norm: float,
+        backend: str,
+        lr: float,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        copies: list[tuple[torch.Tensor, torch.Tensor]] = (),
+        **kw,
+    ):
         super().__init__(params, lr=lr, betas=betas, eps=eps, foreach=True, capturable=True, **kw)
         self.max_norm = float(max_norm)
+        trained = {p for group in self.param_groups for p in group["params"]}
+        stray = [tuple(w.shape) for w, _ in copies if w not in trained]
+        if stray:
+            raise ValueError(f"ClippedAdamW: {len(stray)} copied weights are not in its groups (e.g. shape {stray[0]})")
+        self.copies = ([w for w, _ in copies], [c for _, c in copies])
         for group in self.param_groups:
             device = group["params"][0].device
             group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
@@ -136,7 +160,7 @@ class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("ClippedAdamW.step takes no closure")
-        self._update(self._groups(), self.max_norm)
+        self._update(self._groups(), self.max_norm, self.copies)
         self.stepped = True
 
     @torch.no_grad()

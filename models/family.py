@@ -77,6 +77,7 @@ class Applied:
     recomputed: tuple[str, ...] = ()
     compile_units: tuple[str, ...] = ()
     fp32_modules: tuple[str, ...] = ()  # kept in fp32 in a bf16 model (mixed precision as the reference)
+    weight_copies: tuple[str, ...] = ()  # linears reading a low-precision weight copy the optimizer writes
 
     def as_dict(self) -> dict:
         return to_plain(self)

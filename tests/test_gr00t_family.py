@@ -10,6 +10,7 @@ import torch
 from models.gr00t import FAMILY, parse_options
 from models.recompute import name_matches
 from models.schema import SchemaError
+from models.weight_copies import weight_copies
 from models.workload import Workload
 
 WORKLOAD = Workload(
@@ -210,3 +211,56 @@ def test_recompute_option_errors():
         parse_options({"recompute": "nested-full"})
     with pytest.raises(ValueError, match="recompute pattern 'dit.layers.*' matches no module"):
         build({"recompute": {"patterns": ["dit.layers.*"]}})
+
+
+def train_bf16(options: dict, steps: int = 3):
+    """`steps` steps of the tiny model in the bf16 workload's precision (fp32 trainable weights under bf16 autocast,
+    on the CPU) with the compiled AdamW; returns the built model, the optimizer and the losses."""
+    workload = replace(WORKLOAD, dtype="bf16")
+    opts = parse_options({"adamw": "compiled", **options})
+    built = FAMILY.build("tiny", opts, workload, "cpu", torch.bfloat16, 0)
+    optimizer = FAMILY.optimizer(built.model, opts, workload, "cpu")
+    step = FAMILY.make_step(built.model, optimizer, opts)
+    batches = FAMILY.make_batches("tiny", workload, steps, "cpu", torch.bfloat16, seed=0)
+    losses = []
+    for i, batch in enumerate(batches):
+        torch.manual_seed(i)  # the harness seeds every step: the DiT's dropout masks repeat across the two runs
+        losses.append(step(batch).item())
+    return built, optimizer, losses
+
+
+def test_bf16_weights_from_the_optimizer_train_as_autocast():
+    """The trainable linears read the bf16 copies the optimizer writes: the same values autocast casts, so three
+    steps give the same losses and the same fp32 weights; the copies track the weights, checkpoints keep the fp32
+    weights only, and a loaded checkpoint refreshes the copies in place."""
+    base, _, base_losses = train_bf16({})
+    built, optimizer, losses = train_bf16({"bf16_weights": "optimizer"})
+    model = built.model
+    copied = built.applied.weight_copies
+    trainable_linears = {
+        n for n, m in base.model.named_modules() if type(m) is torch.nn.Linear and m.weight.requires_grad
+    }
+    assert copied and set(copied) == trainable_linears
+    assert not any(n.startswith("vision.") for n in copied)  # the frozen tower is bf16 already
+    assert losses == base_losses
+    params = dict(model.named_parameters())
+    assert all(torch.equal(p, params[n]) for n, p in base.model.named_parameters())
+    copies = weight_copies(model)
+    assert len(copies) == len(copied) == len(optimizer.copies[0])
+    assert all(c.dtype == torch.bfloat16 and torch.equal(c, w.to(torch.bfloat16)) for w, c in copies)
+    state = model.state_dict()
+    assert state.keys() == base.model.state_dict().keys() and state["dit.proj_out_2.weight"].dtype == torch.float32
+    storages = [c.data_ptr() for _, c in copies]
+    model.load_state_dict(
+        base.model.state_dict() | {"dit.proj_out_2.weight": torch.zeros_like(state["dit.proj_out_2.weight"])}
+    )
+    assert [c.data_ptr() for _, c in copies] == storages
+    assert not model.dit.proj_out_2.weight_copy.any()
+
+
+def test_bf16_weights_option_errors():
+    assert parse_options({}).bf16_weights == "autocast"
+    with pytest.raises(SchemaError, match="bf16_weights: expected adamw: compiled"):
+        parse_options({"bf16_weights": "optimizer"})
+    with pytest.raises(SchemaError, match="bf16_weights: expected autocast for an fp32 workload"):
+        build({"adamw": "compiled", "bf16_weights": "optimizer"})

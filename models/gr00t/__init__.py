@@ -8,6 +8,7 @@ from ..clipped_adamw import ClippedAdamW
 from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from ..schema import SchemaError
+from ..weight_copies import weight_copies
 from ..workload import Workload
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
@@ -91,6 +92,11 @@ class Gr00tFamily(ModelFamily):
             notes.append(f"VL sequence left-padded to {opts.vl_pad} tokens: fixed shapes, masked padding")
         if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph" and processes > 1:
             notes.append("each gradient bucket's all-reduce captured into the graph, overlapping the rest of backward")
+        if opts.bf16_weights != prev.bf16_weights and opts.bf16_weights == "optimizer":
+            notes.append(
+                "the trainable linears read bf16 weight copies that the AdamW update writes, instead of autocast "
+                "casting each fp32 weight again every forward (the same values)"
+            )
         if opts.adamw != prev.adamw:
             notes.append(
                 "gradient clipping folded into the AdamW update, compiled as one function: the gradients read twice "
@@ -153,11 +159,17 @@ class Gr00tFamily(ModelFamily):
         betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms; fused with `adamw: fused`,
         its step counter on the device (`capturable`) when `graph_optimizer` captures its step; with `adamw:
         compiled`, the clipping at 1.0 inside the update, compiled with the workload's compile backend
-        (models/clipped_adamw.py)."""
+        (models/clipped_adamw.py), which also writes the bf16 weight copies of `bf16_weights: optimizer`."""
         groups = weight_decay_groups(model, WEIGHT_DECAY)
         if options.adamw == "compiled":
             return ClippedAdamW(
-                groups, max_norm=CLIP, backend=workload.compile_backend, lr=workload.lr, betas=(0.9, 0.999), eps=1e-8
+                groups,
+                max_norm=CLIP,
+                backend=workload.compile_backend,
+                lr=workload.lr,
+                betas=(0.9, 0.999),
+                eps=1e-8,
+                copies=weight_copies(model),
             )
         return torch.optim.AdamW(
             groups,

@@ -67,10 +67,19 @@ class Gr00tOptions:
     # GEMM without bias (models/siglip.py VisionMLP says why: aten's addmm copies the broadcast bias into the whole
     # output first at fc1's shape)
     vision_fc1_bias: Fc1Bias = "gemm"
+    # Where the bf16 weights the trainable linears multiply with come from: autocast (the reference: each fp32
+    # weight cast to bf16 again in every forward), or optimizer: a bf16 copy beside each fp32 weight, written by
+    # the compiled AdamW's update and read by the forward (models/weight_copies.py; the same values, the gradient
+    # still reaches the fp32 weight in fp32). Needs adamw: compiled and a bf16 workload.
+    bf16_weights: Literal["autocast", "optimizer"] = "autocast"
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 
     def __post_init__(self):
+        if self.bf16_weights == "optimizer" and self.adamw != "compiled":
+            raise SchemaError(
+                "bf16_weights", "adamw: compiled as well (its update writes the copies)", f"adamw {self.adamw}"
+            )
         if self.graph_optimizer and not self.cuda_graphs:
             raise SchemaError(
                 "graph_optimizer", "cuda_graphs: true as well (it replays after that graph)", "cuda_graphs false"

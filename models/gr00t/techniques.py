@@ -1,5 +1,5 @@
 """The optimization switches, each applied to the plain model after it is built, in a fixed order
-(lm_head, VL padding, attention kernel, fc1's bias, FP8 linears, compile, recompute), in the manner of torchtitan's
+(lm_head, VL padding, attention kernel, fc1's bias, FP8 linears, bf16 weight copies, compile, recompute), in the manner of torchtitan's
 parallelize. The `cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it
 (graphs.py)."""
 
@@ -13,7 +13,9 @@ from torch import nn
 from ..family import Applied
 from ..fp8 import MIN_FEATURES, apply_fp8, fp8_candidates
 from ..recompute import apply_recompute, unwrapped_name
+from ..schema import SchemaError
 from ..siglip import set_fc1_bias
+from ..weight_copies import copy_trainable_weights
 from .checkpoint import reference_names
 from .model import Gr00tModel
 from .options import Gr00tOptions
@@ -75,9 +77,24 @@ def apply_options(model: Gr00tModel, options: Gr00tOptions, compile_backend: str
     model.set_attention(options.attention)
     set_fc1_bias(model.vision, options.vision_fc1_bias)
     fp8 = apply_linear(model, options)
+    copied = apply_bf16_weights(model, options.bf16_weights)
     units = apply_compile(model, options.compile, compile_backend)
     recomputed = apply_recompute_option(model, options.recompute)
-    return Applied(fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units))
+    return Applied(
+        fp8_linears=tuple(fp8), recomputed=tuple(recomputed), compile_units=tuple(units), weight_copies=tuple(copied)
+    )
+
+
+def apply_bf16_weights(model: Gr00tModel, where: str) -> list[str]:
+    """`bf16_weights: optimizer`: every trainable plain linear (not the FP8 ones) reads a bf16 copy of its weight
+    that the optimizer writes (models/weight_copies.py); needs the bf16 workload's autocast."""
+    if where == "autocast":
+        return []
+    if model.autocast_dtype is None:
+        raise SchemaError(
+            "bf16_weights", "autocast for an fp32 workload (the copies stand for autocast's bf16 casts)", where
+        )
+    return copy_trainable_weights(model, model.autocast_dtype)
 
 
 # transformers' Trainer (get_decay_parameter_names): no weight decay for nn.LayerNorm parameters nor for names
