@@ -21,20 +21,20 @@ from __future__ import annotations
 import torch
 
 # one group's tensors as the compiled update takes them:
-# (params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps)
+# (params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps, copies), where `copies` is
+# empty or holds one low-precision copy per parameter, in the same order
 GroupTensors = tuple
 
 
-def clipped_adamw_update(
-    groups: list[GroupTensors], max_norm: float, copies: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
-) -> None:
+def clipped_adamw_update(groups: list[GroupTensors], max_norm: float) -> None:
     """Clip every group's gradients together to a total 2-norm of `max_norm` (clip_grad_norm_'s coefficient),
-    then one AdamW step per group with the clipped gradients, in place on the parameters and their state; then
-    each of `copies` (weights, their low-precision copies) written from its updated weight."""
+    then one AdamW step per group with the clipped gradients, in place on the parameters and their state, and
+    each parameter's copy (if its group has copies) written from the updated parameter. A group's copies list
+    matches its parameters one to one, so inductor fuses the copy into the update's kernels."""
     grads_all = [g for group in groups for g in group[1]]
     total = torch.nn.utils.get_total_norm(grads_all, 2.0, foreach=True)
     scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps in groups:
+    for params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps, copies in groups:
         grads = torch._foreach_mul(grads, scale)  # a new list: the gradients themselves are not rewritten
         torch._foreach_add_(steps, 1)
         if weight_decay != 0:
@@ -56,9 +56,8 @@ def clipped_adamw_update(
         torch._foreach_add_(denom, eps)
         torch._foreach_mul_(denom, step_sizes)
         torch._foreach_addcdiv_(params, exp_avgs, denom, value=-1.0)
-    weights, weight_copies = copies
-    if weights:
-        torch._foreach_copy_(weight_copies, weights)
+        if copies:
+            torch._foreach_copy_(copies, params)
 
 
 class ClipsInStep:
@@ -120,7 +119,7 @@ class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
         stray = [tuple(w.shape) for w, _ in copies if w not in trained]
         if stray:
             raise ValueError(f"ClippedAdamW: {len(stray)} copied weights are not in its groups (e.g. shape {stray[0]})")
-        self.copies = ([w for w, _ in copies], [c for _, c in copies])
+        self.copies = dict(copies)  # weight -> its copy
         for group in self.param_groups:
             device = group["params"][0].device
             group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
@@ -135,32 +134,38 @@ class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
         self.stepped = False  # whether the update has run (and so is compiled)
 
     def _groups(self) -> list[GroupTensors]:
+        """Each param group's tensors, split in two: the parameters with a copy (and their copies) and those
+        without."""
         out = []
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            state = [self.state[p] for p in params]
+            stepped = [p for p in group["params"] if p.grad is not None]
             beta1, beta2 = group["betas"]
-            out.append(
-                (
-                    params,
-                    [p.grad for p in params],
-                    [s["exp_avg"] for s in state],
-                    [s["exp_avg_sq"] for s in state],
-                    [s["step"] for s in state],
-                    group["lr"],
-                    group["weight_decay"],
-                    beta1,
-                    beta2,
-                    group["eps"],
+            for params in ([p for p in stepped if p in self.copies], [p for p in stepped if p not in self.copies]):
+                if not params:
+                    continue
+                state = [self.state[p] for p in params]
+                out.append(
+                    (
+                        params,
+                        [p.grad for p in params],
+                        [s["exp_avg"] for s in state],
+                        [s["exp_avg_sq"] for s in state],
+                        [s["step"] for s in state],
+                        group["lr"],
+                        group["weight_decay"],
+                        beta1,
+                        beta2,
+                        group["eps"],
+                        [self.copies[p] for p in params if p in self.copies],
+                    )
                 )
-            )
         return out
 
     @torch.no_grad()
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("ClippedAdamW.step takes no closure")
-        self._update(self._groups(), self.max_norm, self.copies)
+        self._update(self._groups(), self.max_norm)
         self.stepped = True
 
     @torch.no_grad()

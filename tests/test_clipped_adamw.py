@@ -157,14 +157,18 @@ def test_fused_clipped_adamw_is_clip_grad_norm_then_torchs_fused_adamw():
     ours_model, ref_model = make_model(), make_model()
     ours = FusedClippedAdamW(groups(ours_model), max_norm=1.0, lr=LR, betas=BETAS, eps=EPS)
     ref = torch.optim.AdamW(groups(ref_model), lr=LR, betas=BETAS, eps=EPS, fused=True)
-    for i, gain in enumerate((50.0, 0.01, 20.0)):  # clipped, not clipped, clipped
+    # not clipped (from equal weights: exactly torch's step), clipped, not clipped, clipped. After a clipped step the
+    # weights agree only up to rounding (the kernel divides by the scale, clip_grad_norm_ multiplies by its
+    # coefficient), so they are compared exactly only from equal weights: whether later steps happen to agree to the
+    # bit depends on the CPU's vector kernels (they did on one CI machine, not on an AVX-512 one)
+    for i, gain in enumerate((0.01, 50.0, 0.01, 20.0)):
         backward(ours_model, gain, i)
         backward(ref_model, gain, i)
         clip_and_step(ours, list(ours_model.parameters()), 1.0)
         clip_and_step(ref, list(ref_model.parameters()), 1.0)
         assert ours.grad_scale is None  # set for the step only
         for p, q in zip(ours_model.parameters(), ref_model.parameters()):
-            if gain < 1.0:
+            if i == 0:
                 assert torch.equal(p, q) and torch.equal(p.grad, q.grad)
             else:
                 assert torch.allclose(p, q, rtol=1e-6, atol=1e-7) and torch.allclose(p.grad, q.grad, rtol=1e-6)

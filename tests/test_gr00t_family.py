@@ -246,7 +246,7 @@ def test_bf16_weights_from_the_optimizer_train_as_autocast():
     params = dict(model.named_parameters())
     assert all(torch.equal(p, params[n]) for n, p in base.model.named_parameters())
     copies = weight_copies(model)
-    assert len(copies) == len(copied) == len(optimizer.copies[0])
+    assert len(copies) == len(copied) == len(optimizer.copies)
     assert all(c.dtype == torch.bfloat16 and torch.equal(c, w.to(torch.bfloat16)) for w, c in copies)
     state = model.state_dict()
     assert state.keys() == base.model.state_dict().keys() and state["dit.proj_out_2.weight"].dtype == torch.float32
