@@ -1,6 +1,7 @@
 """GR00T N1.6 rungs beyond the model: per-micro-batch CUDA graphs (`cuda_graphs`), the optimizer step in a graph
-of its own (`adamw: fused` or `compiled`, `graph_optimizer`) and FP8 DiT linears (`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU where torchao is
-installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
+of its own (`adamw: fused` or `compiled`, `graph_optimizer`), the bf16 weight copies (`bf16_weights: optimizer`)
+and FP8 DiT linears (`linear: fp8`). Options, targets and the FP8 selection on the CPU; emulated FP8 on the CPU
+where torchao is installed; the graphed step against the eager one on a GPU (skipped without CUDA)."""
 
 import importlib.util
 from dataclasses import replace
@@ -13,6 +14,7 @@ from models.gr00t import FAMILY, FULL, Gr00tModel, GraphedStep, parse_options
 from models.gr00t.graphs import average_gradients, comm_settings
 from models.gr00t.techniques import apply_linear, fp8_linears
 from models.schema import SchemaError
+from models.weight_copies import weight_copies
 from models.workload import Workload
 
 WORKLOAD = Workload(batch_size=2, cameras=2, text_tokens=50, action_horizon=6, lr=1e-4, model_size="tiny", dtype="fp32")
@@ -297,6 +299,31 @@ def test_graphed_optimizer_steps_match_eager_fused_steps(adamw):
     step(small)
     assert {int(s["step"].item()) for s in step.optimizer.state.values()} == {5}
     assert all(e.optimizer_graph is not None for e in step.graphs.values()) and len(step.graphs) == 2
+
+
+@needs_cuda
+def test_bf16_weight_copies_in_the_graphed_steps():
+    """`bf16_weights: optimizer` in the graphed rungs (bf16 workload, forward and backward replayed from one graph,
+    the compiled AdamW from a second): the copies the optimizer's graph writes are what the next replay of the
+    forward reads, so four steps give autocast's losses and weights to the bit, and the copies end as the weights
+    rounded to bf16."""
+    bf16 = replace(WORKLOAD, dtype="bf16")
+    graphed = {"vl_pad": 64, "cuda_graphs": True, "adamw": "compiled", "graph_optimizer": True}
+    runs = []
+    for extra in ({}, {"bf16_weights": "optimizer"}):
+        opts = parse_options({**graphed, **extra})
+        model = build({**graphed, **extra}, "cuda", torch.bfloat16, workload=bf16)
+        step = FAMILY.make_step(model, FAMILY.optimizer(model, opts, bf16, "cuda"), opts)
+        losses = []
+        for i, batch in enumerate(FAMILY.make_batches("tiny", bf16, 4, "cuda", torch.bfloat16, 0)):
+            torch.manual_seed(i)
+            losses.append(step(batch).item())
+        runs.append((model, losses, step))
+    (base, base_losses, _), (model, losses, step) = runs
+    assert losses == base_losses and step.replays == 4
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters()))
+    copies = weight_copies(model)
+    assert copies and all(torch.equal(c, w.to(torch.bfloat16)) for w, c in copies)
 
 
 def loss_and_grads_without_dropout(model, batch):
