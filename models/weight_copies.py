@@ -34,6 +34,11 @@ class _ReadCopy(torch.autograd.Function):
         return grad.to(ctx.weight_dtype), None
 
 
+def _refresh_after_load(module: CopiedWeightLinear, _incompatible_keys) -> None:
+    """load_state_dict's post hook (a module-level function, so the module still pickles)."""
+    module.refresh_copy()
+
+
 class CopiedWeightLinear(nn.Linear):
     """nn.Linear whose forward reads `weight_copy` (a copy of `weight` in a lower precision, kept current by whoever
     updates `weight`: the optimizer) in place of `weight`; its gradient flows to `weight`."""
@@ -42,14 +47,14 @@ class CopiedWeightLinear(nn.Linear):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, dtype: torch.dtype) -> CopiedWeightLinear:
-        """A module over the same parameters as `linear` (no weight is copied but into `weight_copy`)."""
+        """A module over the same parameter objects as `linear`; only `weight_copy` is new memory."""
         module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
         module.weight = linear.weight
         module.bias = linear.bias
         module.train(linear.training)
         module.copy_dtype = dtype
         module.refresh_copy()
-        module.register_load_state_dict_post_hook(lambda mod, _incompatible: mod.refresh_copy())
+        module.register_load_state_dict_post_hook(_refresh_after_load)
         return module
 
     @torch.no_grad()

@@ -264,3 +264,15 @@ def test_bf16_weights_option_errors():
         parse_options({"bf16_weights": "optimizer"})
     with pytest.raises(SchemaError, match="bf16_weights: expected autocast for an fp32 workload"):
         build({"adamw": "compiled", "bf16_weights": "optimizer"})
+
+
+def test_a_copied_weight_linear_pickles_and_its_load_refreshes_the_copy():
+    import pickle
+
+    from models.weight_copies import copy_trainable_weights
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    assert copy_trainable_weights(model, torch.bfloat16) == ["0"]
+    clone = pickle.loads(pickle.dumps(model))
+    clone.load_state_dict({"0.weight": torch.ones(3, 4), "0.bias": torch.zeros(3)})
+    assert torch.equal(clone[0].weight_copy, torch.ones(3, 4, dtype=torch.bfloat16))
