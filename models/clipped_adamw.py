@@ -140,7 +140,11 @@ class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
         for group in self.param_groups:
             stepped = [p for p in group["params"] if p.grad is not None]
             beta1, beta2 = group["betas"]
-            for params in ([p for p in stepped if p in self.copies], [p for p in stepped if p not in self.copies]):
+            copied = [p for p in stepped if p in self.copies]
+            for params, copies in (
+                (copied, [self.copies[p] for p in copied]),
+                ([p for p in stepped if p not in self.copies], []),
+            ):
                 if not params:
                     continue
                 state = [self.state[p] for p in params]
@@ -156,7 +160,7 @@ class ClippedAdamW(ClipsInStep, torch.optim.AdamW):
                         beta1,
                         beta2,
                         group["eps"],
-                        [self.copies[p] for p in params if p in self.copies],
+                        copies,
                     )
                 )
         return out

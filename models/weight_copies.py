@@ -52,8 +52,7 @@ class CopiedWeightLinear(nn.Linear):
         module.weight = linear.weight
         module.bias = linear.bias
         module.train(linear.training)
-        module.copy_dtype = dtype
-        module.refresh_copy()
+        module.weight_copy = linear.weight.detach().to(dtype)
         module.register_load_state_dict_post_hook(_refresh_after_load)
         return module
 
@@ -61,10 +60,7 @@ class CopiedWeightLinear(nn.Linear):
     def refresh_copy(self) -> None:
         """The copy written again from the weight (after anything but the optimizer changed the weight), in place:
         the optimizer and any captured CUDA graph hold the copy's storage."""
-        if getattr(self, "weight_copy", None) is None:
-            self.weight_copy = self.weight.detach().to(self.copy_dtype)
-        else:
-            self.weight_copy.copy_(self.weight)
+        self.weight_copy.copy_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, _ReadCopy.apply(self.weight, self.weight_copy), self.bias)

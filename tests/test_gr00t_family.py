@@ -1,6 +1,7 @@
 """The GR00T N1.6 family through the ModelFamily protocol: options, build, batches, step, optimizer groups, FLOPs,
 notes and loss parity between switches (CPU, tiny, fp32)."""
 
+import pickle
 import weakref
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ import torch
 from models.gr00t import FAMILY, parse_options
 from models.recompute import name_matches
 from models.schema import SchemaError
-from models.weight_copies import weight_copies
+from models.weight_copies import copy_trainable_weights, weight_copies
 from models.workload import Workload
 
 WORKLOAD = Workload(
@@ -267,10 +268,6 @@ def test_bf16_weights_option_errors():
 
 
 def test_a_copied_weight_linear_pickles_and_its_load_refreshes_the_copy():
-    import pickle
-
-    from models.weight_copies import copy_trainable_weights
-
     model = torch.nn.Sequential(torch.nn.Linear(4, 3))
     assert copy_trainable_weights(model, torch.bfloat16) == ["0"]
     clone = pickle.loads(pickle.dumps(model))

@@ -1,7 +1,7 @@
 """The optimization switches, each applied to the plain model after it is built, in a fixed order
-(lm_head, VL padding, attention kernel, fc1's bias, FP8 linears, bf16 weight copies, compile, recompute), in the manner of torchtitan's
-parallelize. The `cuda_graphs` switch changes how a step runs, not the model: the family's make_step applies it
-(graphs.py)."""
+(lm_head, VL padding, attention kernel, fc1's bias, FP8 linears, bf16 weight copies, compile, recompute), in the
+manner of torchtitan's parallelize. The `cuda_graphs` switch changes how a step runs, not the model: the family's
+make_step applies it (graphs.py)."""
 
 from __future__ import annotations
 
