@@ -66,13 +66,18 @@ class CopiedWeightLinear(nn.Linear):
         return F.linear(x, _ReadCopy.apply(self.weight, self.weight_copy), self.bias)
 
 
+def copyable(module: nn.Module, dtype: torch.dtype) -> bool:
+    """Whether copy_trainable_weights replaces `module`: a plain nn.Linear (not a torchao Float8Linear or any other
+    subclass) with a trainable weight in another dtype than `dtype`."""
+    return type(module) is nn.Linear and module.weight.requires_grad and module.weight.dtype != dtype
+
+
 def copy_trainable_weights(model: nn.Module, dtype: torch.dtype) -> list[str]:
-    """Every plain nn.Linear of `model` with a trainable weight in another dtype replaced, in place, by a
-    CopiedWeightLinear over the same parameters (a torchao Float8Linear, or any other subclass, is left as it is).
+    """Every copyable linear of `model` replaced, in place, by a CopiedWeightLinear over the same parameters.
     Returns the replaced modules' names."""
     replaced = []
     for name, module in list(model.named_modules()):
-        if type(module) is nn.Linear and module.weight.requires_grad and module.weight.dtype != dtype:
+        if copyable(module, dtype):
             parent_name, _, child = name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
             setattr(parent, child, CopiedWeightLinear.from_linear(module, dtype))

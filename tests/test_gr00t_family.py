@@ -133,6 +133,8 @@ def test_flops_and_notes():
     notes = FAMILY.rung_notes({}, {"lm_head": False}, full)
     assert len(notes) == 1 and "136.7 GFLOP/sample" in notes[0] and "0.99 GiB" in notes[0]
     assert "220 tokens" in FAMILY.rung_notes({"lm_head": False}, {"lm_head": False, "vl_pad": 220}, full)[0]
+    copies = FAMILY.rung_notes({"adamw": "compiled"}, {"adamw": "compiled", "bf16_weights": "optimizer"}, full)
+    assert len(copies) == 1 and "(1.29 B weights)" in copies[0] and "2.4 GiB" in copies[0]
 
 
 @pytest.mark.parametrize("patterns", list(FAMILY.recompute_groups().values()) + [("dit.blocks.*.ff", "llm.layers.*")])

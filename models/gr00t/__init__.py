@@ -8,7 +8,7 @@ from ..clipped_adamw import ClippedAdamW
 from ..family import Built, Knobs, ModelFamily, Step, standard_step
 from ..recompute import RecomputePatterns
 from ..schema import SchemaError
-from ..weight_copies import weight_copies
+from ..weight_copies import copyable, weight_copies
 from ..workload import Workload
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, TINY, Gr00tConfig
@@ -27,6 +27,15 @@ def vl_tokens(size: str, workload: Workload) -> int:
     """The VL sequence length FLOPs are counted at: image tokens plus the workload's `text_tokens`, the budget of
     non-image tokens (chat template, instruction, image markers, padding). LoongForge pads to 220 = 2 x 64 + 92."""
     return workload.cameras * SIZES[size].vision.tokens + workload.text_tokens
+
+
+def copied_weights(cfg: Gr00tConfig) -> int:
+    """How many weights `bf16_weights: optimizer` keeps a bf16 copy of: those of the trainable plain linears of
+    N1.6 fine-tuning's trainable set (counted on a model on the meta device, which allocates nothing)."""
+    with torch.device("meta"):
+        model = Gr00tModel(cfg)
+    set_trainable(model)
+    return sum(m.weight.numel() for m in model.modules() if copyable(m, torch.bfloat16))
 
 
 class Gr00tFamily(ModelFamily):
@@ -93,9 +102,11 @@ class Gr00tFamily(ModelFamily):
         if opts.grad_sync != prev.grad_sync and opts.grad_sync == "in-graph" and processes > 1:
             notes.append("each gradient bucket's all-reduce captured into the graph, overlapping the rest of backward")
         if opts.bf16_weights != prev.bf16_weights and opts.bf16_weights == "optimizer":
+            weights = copied_weights(cfg)
             notes.append(
-                "the trainable linears read bf16 weight copies that the AdamW update writes, instead of autocast "
-                "casting each fp32 weight again every forward (the same values)"
+                f"the trainable linears ({weights / 1e9:.2f} B weights) read bf16 copies that the AdamW update "
+                f"writes, {2 * weights / 2**30:.1f} GiB, instead of autocast casting each fp32 weight again every "
+                "forward (the same values; analytic)"
             )
         if opts.adamw != prev.adamw:
             notes.append(
