@@ -28,13 +28,28 @@ def test_training_gemms_are_forward_plus_both_gradients():
         assert passes["fwd"] == (layer.m, layer.n, layer.k)
         assert passes.get("dX") == ((layer.m, layer.k, layer.n) if layer.input_grad else None)
         assert passes["dW"] == (layer.n, layer.k, layer.m)  # every Pi0.5 weight trains
-    # the GEMM FLOPs are the analytic linear FLOPs of the step: 3x forward, less the gradients of raw inputs
+    # the GEMM FLOPs are the analytic linear FLOPs of the step: 3x forward, less the gradients of raw inputs and
+    # less the last layer's prefix tail (its queries, output projection and MLP: the loss reads only its K and V)
     total = sum(2 * m * n * k * g.count for g, _, m, n, k in gemms) / 32
     fwd = forward_flops_per_sample(FULL, 2, 200, 50)
     siglip_attention = 2 * 2 * FULL.vision.layers * 2 * FULL.vision.tokens**2 * FULL.vision.width  # FLOPs, 2 cameras
     linear_fwd = sum(fwd.values()) - fwd["attention"] - siglip_attention
     raw_inputs = 2 * (2 * 256 * 3 * 14 * 14 * 1152 + 50 * 32 * 1024)  # patch embedding and action-in dX
-    assert total == pytest.approx(3 * linear_fwd - raw_inputs, rel=1e-6)
+    llm = FULL.llm
+    tail = 2 * (2 * 256 + 200) * (2 * llm.width * llm.heads * llm.head_dim + 3 * llm.width * llm.mlp)
+    assert total == pytest.approx(3 * (linear_fwd - tail) - raw_inputs, rel=1e-6)
+
+
+def test_the_floor_counts_only_the_last_layers_prefix_keys_and_values():
+    forward, attention = floor_ops(FULL, 32, 2, 200, 50)
+    counts = {g.name: g.count for g in forward}
+    layers = FULL.llm.layers
+    assert counts["gemma kv"] == 2 * layers and counts["gemma q"] == counts["gemma o"] == layers - 1
+    assert counts["gemma gate/up"] == 2 * (layers - 1) and counts["gemma down"] == layers - 1
+    assert counts["expert q"] == counts["expert o"] == FULL.expert.layers  # the actions' stream runs every layer
+    joint, last = (a for a in attention if a.name.startswith("joint"))
+    assert joint.count == layers - 1 and joint.mask == "prefix-suffix"
+    assert (last.count, last.q_len, last.kv_len, last.mask) == (1, 50, 2 * 256 + 200 + 50, "none")
 
 
 def test_fp8_follows_the_conversion_rule():
@@ -80,7 +95,11 @@ def test_a_run_records_the_floor_and_the_table_shows_each_rungs_share(tmp_path, 
     totals = result["floor"]["totals"]["fp32"]
     assert totals["step_s"] == pytest.approx(totals["gemm_s"] + totals["attention_s"])
     assert totals["samples_per_s"] == pytest.approx(2 / totals["step_s"])
-    assert {a["name"] for a in result["floor"]["attention"]} == {"siglip attention", "joint attention"}
+    assert {a["name"] for a in result["floor"]["attention"]} == {
+        "siglip attention",
+        "joint attention",
+        "joint attention, last layer",
+    }
     out = capsys.readouterr().out
     assert "kernel floor fp32" in out and "of the kernel floor" in out
     assert main(["floor", str(scenario), "--target", "cpu", "--out", str(tmp_path / "f.json")]) == 0

@@ -195,6 +195,48 @@ def test_gradient_reaches_every_parameter_on_the_loss_path():
     assert set(model.parameters_off_the_loss_path()) == no_grad
 
 
+def tail_grads(model) -> dict:
+    """The gradients of the parameters `prefix_tail: false` skips (the parameters off the loss path but the last
+    layer's prefix query, which still runs: its rows of the attention get zero gradients)."""
+    tail = {n for n in model.parameters_off_the_loss_path() if not n.endswith(".prefix.q_proj.weight")}
+    return {n: p.grad for n, p in model.named_parameters() if n in tail}
+
+
+@pytest.mark.parametrize("compile_mode", ["none", "per-layer"])
+def test_skipping_the_prefix_tail_keeps_the_loss_and_every_gradient_it_reaches(compile_mode):
+    """`prefix_tail: false` drops the last layer's prefix output projection, post-norm and MLP and the prefix's
+    final norm: the same loss and the same gradients bit for bit, and the skipped parameters get no gradient.
+    A compiled layer (AOTAutograd, here its aot_eager backend) runs the backward of an output nobody read on zero
+    gradients, so there those parameters got zeros (which AdamW then decays) instead of none."""
+    wl = replace(WORKLOAD, compile_backend="aot_eager")
+    runs = {}
+    for tail in (True, False):
+        opts = parse_options({"recompute": "none", "compile": compile_mode, "prefix_tail": tail})
+        model = FAMILY.build("tiny", opts, wl, "cpu", torch.float32, 0).model
+        loss = model.loss(batch())
+        loss.backward()
+        runs[tail] = (loss.detach(), {n: p.grad for n, p in model.named_parameters()}, tail_grads(model))
+    (loss_full, grads_full, tail_full), (loss_skip, grads_skip, tail_skip) = runs[True], runs[False]
+    assert torch.equal(loss_full, loss_skip)
+    assert len(tail_skip) == 6 and all(g is None for g in tail_skip.values())
+    for name in set(grads_full) - set(tail_full):
+        assert (grads_full[name] is None) == (grads_skip[name] is None), name
+        assert grads_full[name] is None or torch.equal(grads_full[name], grads_skip[name]), name
+    if compile_mode == "none":  # eager autograd never reaches the tail's weights
+        assert all(g is None for g in tail_full.values())
+    else:  # the compiled last layer ran their backward on zeros (the final norm is a unit of its own)
+        assert all(g is not None and not g.any() for n, g in tail_full.items() if "prefix_norm" not in n)
+
+
+def test_the_skip_prefix_tail_rung_names_the_forward_it_skips():
+    full = Workload(batch_size=32, cameras=2, text_tokens=200, action_horizon=50, model_size="full")
+    (note,) = FAMILY.rung_notes({"prefix_tail": True}, {"prefix_tail": False}, full)
+    # 712 prefix tokens x (the 2048 x 2048 output projection + the 3 x 2048 x 16384 MLP) x 2 FLOPs
+    expected = 2 * 712 * (2048 * 2048 + 3 * 2048 * 16384) / 1e9
+    assert f"{expected:.0f} GFLOP/sample forward" in note and "zero gradients" in note
+    assert FAMILY.rung_notes({"prefix_tail": False}, {"prefix_tail": False}, full) == []
+
+
 def test_sample_actions_shape_and_determinism():
     model, b = tiny(), batch()
     model.eval()

@@ -15,7 +15,7 @@ from . import weights
 from .batch import make_batches as _make_batches
 from .config import FULL, SIZES, SMALL, TINY, Pi05Config
 from .flex import eager_attention_activation_bytes
-from .flops import floor_ops, forward_flops_per_sample, train_flops_per_sample
+from .flops import floor_ops, forward_flops_per_sample, prefix_tail_flops_per_sample, train_flops_per_sample
 from .model import Pi05Model, init_weights
 from .options import Pi05Options, RecomputePatterns, parse_options
 from .processor import Pi05Processor
@@ -61,10 +61,10 @@ class Pi05Family(ModelFamily):
             )
         changed = {k for k, v in options.as_dict().items() if baseline.as_dict()[k] != v}
         if dtype == "fp32":
-            if changed <= {"camera_slots", "recompute"}:
+            if changed <= {"camera_slots", "recompute", "prefix_tail"}:
                 return 1e-5, (
-                    "fp32 and identical math: pruning masked slots and recompute change no value, "
-                    "only the GEMM shapes and so the order of float sums"
+                    "fp32 and identical math: pruning masked slots, recompute and skipping the prefix's unread "
+                    "tail change no value the loss reads, only the GEMM shapes and so the order of float sums"
                 )
             return 1e-4, (
                 "fp32 with other kernels (fused or compiled): reassociated sums differ by ~1e-7 "
@@ -94,6 +94,13 @@ class Pi05Family(ModelFamily):
                 cfg.llm.kv_heads,
             )
             notes.append(f"eager attention keeps {saved / 2**30:.2f} GiB/layer more for backward (analytic)")
+        if prev.prefix_tail and not opts.prefix_tail:
+            gflop = prefix_tail_flops_per_sample(SIZES[workload.model_size], workload.cameras, workload.text_tokens)
+            notes.append(
+                f"skips the last layer's prefix output projection, post-norm and MLP, which the loss never reads: "
+                f"{gflop / 1e9:.0f} GFLOP/sample forward, and the backward a compiled layer ran on zero gradients "
+                "(analytic)"
+            )
         return notes
 
     def knobs(self, options: dict) -> Knobs:

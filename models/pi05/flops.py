@@ -36,13 +36,23 @@ def forward_flops_per_sample(cfg: Pi05Config, cameras: int, text_tokens: int, ac
     return {k: 2.0 * m for k, m in macs.items()}
 
 
+def prefix_tail_flops_per_sample(cfg: Pi05Config, cameras: int, text_tokens: int) -> float:
+    """Forward FLOPs of the last layer's prefix output projection and MLP (the `prefix_tail: false` option
+    skips them: the loss never reads them)."""
+    c = cfg.llm
+    return 2.0 * (cameras * cfg.vision.tokens + text_tokens) * (c.heads * c.head_dim * c.width + 3 * c.width * c.mlp)
+
+
 def train_flops_per_sample(cfg: Pi05Config, cameras: int, text_tokens: int, action_horizon: int) -> float:
     return 3.0 * sum(forward_flops_per_sample(cfg, cameras, text_tokens, action_horizon).values())
 
 
 def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, action_horizon: int):
     """Every forward GEMM and attention call of a training step with real cameras only (the floor: no
-    placeholder slot, no recompute); every weight trains."""
+    placeholder slot, no recompute); every weight trains. Only the work the loss needs: the last layer's prefix
+    counts its keys and values alone, as its queries, their attention rows, output projection and MLP reach no
+    loss (the actions read the prefix only through keys and values), as GR00T's floor leaves out its discarded
+    lm_head. The analytic FLOPs (forward_flops_per_sample) count them, as the references compute them."""
     from ..floor import Attention, Gemm
 
     v, llm, e = cfg.vision, cfg.llm, cfg.expert
@@ -56,11 +66,11 @@ def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, actio
         Gemm("siglip fc1", img, v.mlp, v.width, v.layers * cameras),
         Gemm("siglip fc2", img, v.width, v.mlp, v.layers * cameras),
         Gemm("projector", img, llm.width, v.width, cameras),
-        Gemm("gemma q", prefix, q_out, llm.width, llm.layers),
+        Gemm("gemma q", prefix, q_out, llm.width, llm.layers - 1),
         Gemm("gemma kv", prefix, kv_out, llm.width, 2 * llm.layers),
-        Gemm("gemma o", prefix, llm.width, q_out, llm.layers),
-        Gemm("gemma gate/up", prefix, llm.mlp, llm.width, 2 * llm.layers),
-        Gemm("gemma down", prefix, llm.width, llm.mlp, llm.layers),
+        Gemm("gemma o", prefix, llm.width, q_out, llm.layers - 1),
+        Gemm("gemma gate/up", prefix, llm.mlp, llm.width, 2 * (llm.layers - 1)),
+        Gemm("gemma down", prefix, llm.width, llm.mlp, llm.layers - 1),
         Gemm("expert q", suffix, q_out, e.width, e.layers),
         Gemm("expert kv", suffix, kv_out, e.width, 2 * e.layers),
         Gemm("expert o", suffix, e.width, q_out, e.layers),
@@ -84,9 +94,11 @@ def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, actio
             total,
             total,
             llm.head_dim,
-            llm.layers,
+            llm.layers - 1,
             mask="prefix-suffix",
             prefix=cameras * v.tokens + text_tokens,
         ),
+        # the last layer: the actions' queries over every key
+        Attention("joint attention, last layer", batch, llm.heads, llm.kv_heads, action_horizon, total, llm.head_dim),
     ]
     return layers, attention

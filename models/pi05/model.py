@@ -153,6 +153,10 @@ class JointLayer(nn.Module):
         self.prefix = GemmaBlock(cfg.llm, cond_dim=None)
         self.suffix = GemmaBlock(cfg.expert, cond_dim=cfg.expert.width)
         self.attention = JointAttention("eager", scale=cfg.llm.head_dim**-0.5)
+        # False on the last layer with the `prefix_tail: false` option: the prefix stream stops after attention
+        # (no output projection, post-norm or MLP) and the layer returns None for it. Nothing after the last
+        # layer reads the prefix: the actions see it only through each layer's keys and values.
+        self.prefix_output = True
 
     def forward(self, prefix, suffix, cond, mask, cos, sin, past_kv=None):
         streams = [(blk, x) for blk, x in ((self.prefix, prefix), (self.suffix, suffix)) if x is not None]
@@ -168,7 +172,10 @@ class JointLayer(nn.Module):
         outs, start = [], 0
         for (blk, x), (_, _, _, gate) in zip(streams, parts):
             t = x.shape[1]
-            outs.append(blk.finish(x, out[:, :, start : start + t], gate, cond if blk is self.suffix else None))
+            if blk is self.prefix and not self.prefix_output:
+                outs.append(None)
+            else:
+                outs.append(blk.finish(x, out[:, :, start : start + t], gate, cond if blk is self.suffix else None))
             start += t
         it = iter(outs)
         return (next(it) if prefix is not None else None), (next(it) if suffix is not None else None), new_kv
@@ -191,7 +198,8 @@ class JointBackbone(nn.Module):
             )
             if collect_kv:
                 kv.append(layer_kv)
-        # The prefix's final norm only matters for inference outputs; training uses the suffix alone.
+        # The prefix's final norm only matters for inference outputs; training uses the suffix alone. (None when
+        # the last layer skips the prefix's tail.)
         prefix = None if prefix is None else self.prefix_norm(prefix)[0]
         suffix = None if suffix is None else self.suffix_norm(suffix, cond)[0]
         return prefix, suffix, kv
@@ -363,8 +371,9 @@ class Pi05Model(nn.Module):
     def parameters_off_the_loss_path(self) -> list[str]:
         """Parameters the action loss never reaches: the actions read the prefix only through keys and
         values, so the last layer's prefix query, output projection, post-norm and MLP and the prefix's
-        final norm only shape inference outputs (the reference computes them in training all the same).
-        DDP without find_unused_parameters needs them frozen."""
+        final norm only shape inference outputs (the reference computes them in training all the same; the
+        `prefix_tail: false` option skips all but the query). DDP without find_unused_parameters needs them
+        frozen."""
         last = unwrapped(self.backbone_layers()[-1]).prefix
         dead = [last.o_proj, last.post_norm, last.mlp, last.q_proj if last.qkv_proj is None else None]
         names = {id(p): n for n, p in self.named_parameters()}

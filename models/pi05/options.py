@@ -59,6 +59,9 @@ class Pi05Options:
     # FP8 only when compiled): torchao's linears, or one function with Triton casts (models/fp8_mlp.py)
     fp8_vision_mlp: Literal["torchao", "triton"] = "torchao"
     time_sampling: TimeSampling = "harness"
+    # Compute the last joint layer's prefix output (its output projection, post-norm and MLP) and the prefix's
+    # final norm, as both references do in training and the action loss never reads (true), or skip them.
+    prefix_tail: bool = True
     fused_qkv: bool = False
     fused_gate_up: bool = False
     # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; the gradient

@@ -204,6 +204,7 @@ def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str =
         fuse_gate_up(model)
     fp8 = apply_linear(model, options)
     set_fc1_bias(unwrapped(model.vision), options.vision_fc1_bias)
+    unwrapped(model.backbone_layers()[-1]).prefix_output = options.prefix_tail
     recomputed = apply_recompute_option(model, options.recompute)
     units = apply_compile(
         model, options.compile, compile_backend, vision=options.compile_vision, tuning=options.compile_tuning
