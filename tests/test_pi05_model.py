@@ -202,8 +202,8 @@ def tail_grads(model) -> dict:
     return {n: p.grad for n, p in model.named_parameters() if n in tail}
 
 
-@pytest.mark.parametrize("compile_mode", ["none", "per-layer"])
-def test_skipping_the_prefix_tail_keeps_the_loss_and_every_gradient_it_reaches(compile_mode):
+@pytest.mark.parametrize("compile_mode, recompute", [("none", "none"), ("none", "nested-full"), ("per-layer", "none")])
+def test_skipping_the_prefix_tail_keeps_the_loss_and_every_gradient_it_reaches(compile_mode, recompute):
     """`prefix_tail: false` drops the last layer's prefix output projection, post-norm and MLP and the prefix's
     final norm: the same loss and the same gradients bit for bit, and the skipped parameters get no gradient.
     A compiled layer (AOTAutograd, here its aot_eager backend) runs the backward of an output nobody read on zero
@@ -211,7 +211,7 @@ def test_skipping_the_prefix_tail_keeps_the_loss_and_every_gradient_it_reaches(c
     wl = replace(WORKLOAD, compile_backend="aot_eager")
     runs = {}
     for tail in (True, False):
-        opts = parse_options({"recompute": "none", "compile": compile_mode, "prefix_tail": tail})
+        opts = parse_options({"recompute": recompute, "compile": compile_mode, "prefix_tail": tail})
         model = FAMILY.build("tiny", opts, wl, "cpu", torch.float32, 0).model
         loss = model.loss(batch())
         loss.backward()
@@ -222,10 +222,17 @@ def test_skipping_the_prefix_tail_keeps_the_loss_and_every_gradient_it_reaches(c
     for name in set(grads_full) - set(tail_full):
         assert (grads_full[name] is None) == (grads_skip[name] is None), name
         assert grads_full[name] is None or torch.equal(grads_full[name], grads_skip[name]), name
-    if compile_mode == "none":  # eager autograd never reaches the tail's weights
+    if compile_mode == "none":  # eager autograd never reaches the tail's weights (recomputed or not)
         assert all(g is None for g in tail_full.values())
     else:  # the compiled last layer ran their backward on zeros (the final norm is a unit of its own)
         assert all(g is not None and not g.any() for n, g in tail_full.items() if "prefix_norm" not in n)
+
+
+def test_sampling_is_the_same_with_the_prefix_tail_skipped():
+    """Inference fills the keys and values of every layer from the prefix and never reads its output either."""
+    b, noise = batch(), torch.randn(WORKLOAD.batch_size, WORKLOAD.action_horizon, TINY.action_dim)
+    full, skipped = tiny(), tiny({"prefix_tail": False})
+    assert torch.equal(full.eval().sample_actions(b, noise), skipped.eval().sample_actions(b, noise))
 
 
 def test_the_skip_prefix_tail_rung_names_the_forward_it_skips():
