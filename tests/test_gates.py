@@ -16,6 +16,7 @@ from harness.judge.gate_power import simulate, slower_tail
 from harness.judge.gates import FAIL, INCONCLUSIVE, NOT_GATED, PASS, Limits, gate, record_baseline
 from harness.ladder.runner import run_scenario
 from harness.machine.hardware import get_target
+from harness.machine.probe import whole_probe_rate
 from harness.scenario import load_scenario
 from harness.stats.rates import fisher_lower_p, trials_to_detect
 from harness.stats.repeats import combine
@@ -416,8 +417,7 @@ def samples_per_s(path: str) -> float:
 
 def probe_rate(path: str) -> float:
     """The machine probe's matmuls per second during the run."""
-    probe = json.loads(Path(path).read_text())["rungs"][0]["machine_probe"]
-    return probe.get("repeats", 1) * len(probe["times_s"]) / sum(probe["times_s"])
+    return whole_probe_rate(json.loads(Path(path).read_text())["rungs"][0]["machine_probe"])
 
 
 def decided_on_a_steady_machine(codes: dict, steady: dict, slowed: str, expected: int) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..errors import InputError
-from ..machine.probe import same_kernel
+from ..machine.probe import same_kernel, whole_probe_rate
 from ..results import load_result
 from ..stats.repeats import ok_repeats
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
@@ -447,8 +447,7 @@ def machine_ratio(base: dict, cur: dict, confidence: float = 0.95) -> Ratio | No
     c = [r.get("machine_probe") for r in ok_repeats(cur)]
     if not b or not c or not all(same_kernel(b[0], p) for p in b + c):
         return None
-    rate = lambda p: p.get("repeats", 1) * len(p["times_s"]) / sum(p["times_s"])  # noqa: E731
-    by_repeats = repeats_ratio([rate(p) for p in c], [rate(p) for p in b], confidence)
+    by_repeats = repeats_ratio([whole_probe_rate(p) for p in c], [whole_probe_rate(p) for p in b], confidence)
     if by_repeats is not None:
         return by_repeats
     return steps_ratio(c[0]["times_s"], b[0]["times_s"], c[0].get("repeats", 1), b[0].get("repeats", 1), confidence)

@@ -105,8 +105,13 @@ def probe_rates(record: dict | None) -> list[float] | None:
     return [record.get("repeats", 1) / t for t in record["times_s"]]
 
 
+def whole_probe_rate(record: dict) -> float:
+    """Matmuls per second over all of a rung's probes: their count over their total time."""
+    return record.get("repeats", 1) * len(record["times_s"]) / sum(record["times_s"])
+
+
 def same_kernel(a: dict | None, b: dict | None) -> bool:
     return bool(a and b and a.get("kernel") == b.get("kernel"))
 
 
-__all__ = ["MachineProbe", "probe_rates", "same_kernel"]
+__all__ = ["MachineProbe", "probe_rates", "same_kernel", "whole_probe_rate"]

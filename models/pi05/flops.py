@@ -59,6 +59,7 @@ def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, actio
     img = batch * v.tokens  # rows per camera: every image of the batch, its tokens
     q_out, kv_out = llm.heads * llm.head_dim, llm.kv_heads * llm.head_dim
     prefix, suffix = batch * (cameras * v.tokens + text_tokens), batch * action_horizon
+    queried = llm.layers - 1  # layers whose prefix queries, output projection and MLP the loss needs (not the last)
     layers = [
         Gemm("siglip patch embed", img, v.width, 3 * v.patch_size**2, cameras, input_grad=False),
         Gemm("siglip qkv", img, v.width, v.width, 3 * v.layers * cameras),
@@ -66,11 +67,11 @@ def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, actio
         Gemm("siglip fc1", img, v.mlp, v.width, v.layers * cameras),
         Gemm("siglip fc2", img, v.width, v.mlp, v.layers * cameras),
         Gemm("projector", img, llm.width, v.width, cameras),
-        Gemm("gemma q", prefix, q_out, llm.width, llm.layers - 1),
+        Gemm("gemma q", prefix, q_out, llm.width, queried),
         Gemm("gemma kv", prefix, kv_out, llm.width, 2 * llm.layers),
-        Gemm("gemma o", prefix, llm.width, q_out, llm.layers - 1),
-        Gemm("gemma gate/up", prefix, llm.mlp, llm.width, 2 * (llm.layers - 1)),
-        Gemm("gemma down", prefix, llm.width, llm.mlp, llm.layers - 1),
+        Gemm("gemma o", prefix, llm.width, q_out, queried),
+        Gemm("gemma gate/up", prefix, llm.mlp, llm.width, 2 * queried),
+        Gemm("gemma down", prefix, llm.width, llm.mlp, queried),
         Gemm("expert q", suffix, q_out, e.width, e.layers),
         Gemm("expert kv", suffix, kv_out, e.width, 2 * e.layers),
         Gemm("expert o", suffix, e.width, q_out, e.layers),
@@ -94,7 +95,7 @@ def floor_ops(cfg: Pi05Config, batch: int, cameras: int, text_tokens: int, actio
             total,
             total,
             llm.head_dim,
-            llm.layers - 1,
+            queried,
             mask="prefix-suffix",
             prefix=cameras * v.tokens + text_tokens,
         ),
