@@ -55,6 +55,19 @@ def _dist_version(*names: str) -> str | None:
     return None
 
 
+def host_facts() -> dict:
+    """The host CPU that feeds the accelerator: its model and how many cores this process may use (a data path with
+    loader workers is as fast as these let it be, so two hosts of one GPU can read differently)."""
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_model": model or platform.processor() or None, "cpus_visible": visible, "cpu_count": os.cpu_count()}
+
+
 def provenance(command: list[str]) -> dict:
     """Where and how a result was produced: code version, library versions, machine, time."""
     import torch
@@ -85,6 +98,7 @@ def provenance(command: list[str]) -> dict:
         "torch_npu": _dist_version("torch_npu"),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
+        "host": host_facts(),
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": shlex.join(command),
     }

@@ -54,6 +54,24 @@ class Rung:
     # the input pipeline (for workloads that read a dataset): this rung's own `loader:` and the merged ones
     loader: dict = dataclasses.field(default_factory=dict)
     loader_cumulative: dict = dataclasses.field(default_factory=dict)
+    # the rung recomputes what the card's memory needs (`plan: recompute`, inherited by the rungs after it until
+    # one sets the recompute option itself): its written recompute option holds where the card has room for it
+    planned_recompute: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryEvidence:
+    """`memory:` in a scenario: what its rungs were measured to need, for choosing recompute on a card with less
+    memory and refusing a rung that cannot fit before it builds (harness/ladder/memory_plan.py). Paths are relative
+    to the scenario file."""
+
+    # a ladder result of this scenario (any card with enough memory): each rung's measured peak
+    peaks: str | None = None
+    # a recompute sweep of this workload (`vlabench recompute-sweep`): what recomputing each group saves and costs
+    recompute_sweep: str | None = None
+    # the share of the card's memory a planned rung leaves free: the plan adds up savings measured one group at a
+    # time and in another compile mode, and the allocator needs room beside the peak
+    margin: Annotated[float, Bounds(0, 0.5)] = 0.10
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,7 @@ class RungEntry:
     options: dict[str, Any] | None = None
     requires: tuple[Capability, ...] = ()
     loader: dict[str, Any] | None = None
+    plan: Literal["recompute"] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,7 @@ class ScenarioFile:
     eval: dict[str, Any] | None = None  # checked by the evaluation (harness/eval/main.py)
     train: dict[str, Any] | None = None  # checked by `vlabench train-ladder` (harness/train/ladder.py)
     parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
+    memory: MemoryEvidence | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,7 @@ class Scenario:
     # that introduces it; such rungs record what was substituted.
     substitutes: dict[str, dict] = dataclasses.field(default_factory=dict)
     parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
+    memory: MemoryEvidence | None = None
 
     def lists_target(self, target_name: str) -> bool:
         """Whether the scenario's `targets:` has an entry for the target (with its overrides and substitutes)."""
@@ -166,6 +187,8 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
             targets[target_name] = _workload_fields(overrides, key, family, partial=True)
         if raw.parity_baseline is not None and raw.parity_baseline not in [r.name for r in ladder]:
             raise SchemaError("parity_baseline", "the name of a rung of the ladder", describe(raw.parity_baseline))
+        if any(r.planned_recompute for r in ladder) and not (raw.memory and raw.memory.recompute_sweep):
+            raise SchemaError("memory.recompute_sweep", "a recompute sweep to plan `plan: recompute` from", "none")
     except SchemaError as e:
         raise ScenarioError(path, e.key, e.expected, e.got) from None
     return Scenario(
@@ -182,6 +205,7 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
         train=raw.train,
         substitutes=substitutes,
         parity_baseline=raw.parity_baseline,
+        memory=raw.memory,
     )
 
 
@@ -210,6 +234,14 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
     cumulative: dict = {}
     loader: dict = {}
     seen: dict[str, int] = {}
+    planned, recompute_keys = False, set()
+    if any(e.plan for e in entries):
+        if not family.recompute_groups():
+            i = next(i for i, e in enumerate(entries) if e.plan)
+            raise SchemaError(
+                f"ladder[{i}].plan", f"a family with recompute groups ({family.name} has none)", "recompute"
+            )
+        recompute_keys = set(family.recompute_options(()))
     for i, entry in enumerate(entries):
         key = f"ladder[{i}]"
         if entry.name in seen:
@@ -229,6 +261,8 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
             raise e.under(f"{key}.options") from None
         loader = {**loader, **(entry.loader or {})}
         parse(LoaderOptions, loader, f"{key}.loader")
+        # a rung that writes its own recompute option ends an earlier rung's plan
+        planned = entry.plan == "recompute" or (planned and not recompute_keys & options.keys())
         rungs.append(
             Rung(
                 name=entry.name,
@@ -237,6 +271,7 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
                 requires=entry.requires,
                 loader=dict(entry.loader or {}),
                 loader_cumulative=dict(loader),
+                planned_recompute=planned,
             )
         )
     return tuple(rungs)

@@ -306,7 +306,12 @@ def test_bf16_weight_copies_in_the_graphed_steps():
     """`bf16_weights: optimizer` in the graphed rungs (bf16 workload, forward and backward replayed from one graph,
     the compiled AdamW from a second): the copies the optimizer's graph writes are what the next replay of the
     forward reads, so four steps give autocast's losses and weights to the bit, and the copies end as the weights
-    rounded to bf16."""
+    rounded to bf16.
+
+    The fp32 weights are compared within a few fp32 roundings of the update rather than to the bit: the two runs'
+    AdamW updates are two kernels inductor generates separately (one also writes the copies), and on an H100 their
+    fp32 arithmetic rounded differently in the last bit (on an H200 they were bit-equal). The losses, which read
+    the weights through their bf16 rounding, stay equal to the bit."""
     bf16 = replace(WORKLOAD, dtype="bf16")
     graphed = {"vl_pad": 64, "cuda_graphs": True, "adamw": "compiled", "graph_optimizer": True}
     runs = []
@@ -321,7 +326,11 @@ def test_bf16_weight_copies_in_the_graphed_steps():
         runs.append((model, losses, step))
     (base, base_losses, _), (model, losses, step) = runs
     assert losses == base_losses and step.replays == 4
-    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters()))
+    params = list(zip(model.parameters(), base.parameters()))
+    unequal = sum(int((p != q).sum()) for p, q in params)
+    worst = max(float(((p - q).abs() / q.abs().clamp_min(1e-30)).max()) for p, q in params)
+    print(f"weights after 4 graphed steps: {unequal} of {sum(p.numel() for p, _ in params)} differ, worst {worst:.1e}")
+    assert worst <= 4 * torch.finfo(torch.float32).eps, f"{unequal} weights differ, worst relative {worst:.1e}"
     copies = weight_copies(model)
     assert copies and all(torch.equal(c, w.to(torch.bfloat16)) for w, c in copies)
 

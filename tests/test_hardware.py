@@ -14,7 +14,7 @@ def test_targets():
     h200 = get_target("h200")
     assert (h200.backend, h200.device_match, h200.peak_bf16_flops, h200.peak_fp8_flops) == (
         "cuda",
-        "H200",
+        ("H200",),
         989e12,
         1979e12,
     )
@@ -26,14 +26,48 @@ def test_targets():
         assert target.peak_source
 
 
+def test_the_cards_users_have():
+    """H100 SXM: the H200's tensor-core peaks (the same chip's datasheet figures) with 80 GB; A100 80GB: 312 TFLOP/s
+    bf16 dense and no FP8, so its peak for FP8 is absent and FP8 is not among its capabilities."""
+    h100, a100 = get_target("h100"), get_target("a100")
+    assert (h100.peak_bf16_flops, h100.peak_fp8_flops, h100.memory_gib) == (989e12, 1979e12, 80.0)
+    assert h100.capabilities == {"fp8", "flex-backward", "compile"}
+    assert (a100.peak_bf16_flops, a100.peak_fp8_flops, a100.memory_gib) == (312e12, None, 80.0)
+    assert "fp8" not in a100.capabilities and "fp8" not in capabilities(a100)
+    assert "multi-process" in capabilities(h100, nproc=2) and "multi-process" not in capabilities(h100)
+
+
 def test_get_target_unknown_lists_known():
-    with pytest.raises(ValueError, match=r"unknown target 'a800'; known targets: cpu, h200, cuda"):
+    with pytest.raises(ValueError, match=r"unknown target 'a800'; known targets: cpu, h200, h100, a100, cuda"):
         get_target("a800")
 
 
-def test_device_name_matching():
-    assert hardware._match_device_name("cuda", "NVIDIA H200").name == "h200"
-    assert hardware._match_device_name("cuda", "NVIDIA A800-SXM4-80GB").name == "cuda"
+@pytest.mark.parametrize(
+    "device_name, target",
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA A100 80GB PCIe", "a100"),
+        # other memory sizes and form factors have other peaks or memory: the generic target, no borrowed figures
+        ("NVIDIA A100-SXM4-40GB", "cuda"),
+        ("NVIDIA H100 PCIe", "cuda"),
+        ("NVIDIA H100 NVL", "cuda"),
+        ("NVIDIA A800-SXM4-80GB", "cuda"),
+    ],
+)
+def test_device_name_matching(device_name, target):
+    assert hardware._match_device_name("cuda", device_name).name == target
+
+
+def test_generic_cuda_decides_fp8_from_the_compute_capability(monkeypatch):
+    """The generic target has FP8 from sm_89 on (Ada, Hopper); a named target keeps its table's capabilities."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for cc, fp8 in (((8, 0), False), ((8, 6), False), ((8, 9), True), ((9, 0), True)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0, cc=cc: cc)
+        assert ("fp8" in capabilities(get_target("cuda"))) is fp8
+        assert "fp8" not in capabilities(get_target("a100"))
+        assert "fp8" in capabilities(get_target("h100"))
 
 
 @cpu_only

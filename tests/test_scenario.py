@@ -89,7 +89,7 @@ def test_top_level_not_a_mapping(tmp_path, text, got):
 def test_unknown_top_level_key_lists_allowed(tmp_path):
     message = error_for(tmp_path, VALID + "ladders: []\n")
     assert (
-        ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, train, parity_baseline)"
+        ": ladders: expected a known key (name, model, workload, ladder, targets, source, description, eval, train, parity_baseline, memory)"
         in message
     )
     assert "got unknown key 'ladders'" in message
@@ -114,7 +114,13 @@ def test_missing_required_key(tmp_path):
         ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
         ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, small, tiny", "string 'huge'"),
         ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),
-        ("  h200:\n", "  a800: {}\n", "targets.a800", "a known target (cpu, h200, cuda", "unknown target 'a800'"),
+        (
+            "  h200:\n",
+            "  a800: {}\n",
+            "targets.a800",
+            "a known target (cpu, h200, h100, a100, cuda",
+            "unknown target 'a800'",
+        ),
         ("  h200:\n", "  h200: [1]\n", "targets.h200", "a mapping", "list [1]"),
         ("model: pi05", "model: pi0", "model", "one of pi05, gr00t", "string 'pi0'"),
         ("name: pi05-demo", "name: 3", "name", "a non-empty string", "integer 3"),
@@ -185,7 +191,7 @@ def test_wrong_values(tmp_path, old, new, key, expected, got):
             "requires: [fp8]",
             "required: [fp8]",
             "ladder[4].required",
-            "a known key (name, options, requires, loader)",
+            "a known key (name, options, requires, loader, plan)",
             "unknown key",
         ),
     ],

@@ -25,6 +25,7 @@ from ..results import ResultWriter, load_result, provenance
 from ..scenario import Scenario, Workload
 from ..spec import RungSpec, scenario_spec
 from ..stats.repeats import combine, rotated
+from .memory_plan import MemoryPlanner, memory_line
 from .processes import run_group
 
 BASELINE_FIELDS = ("samples_per_s", "peak_memory_gib")
@@ -260,6 +261,7 @@ def result_header(scenario: Scenario, target: Target, workload: dict, caps: froz
             "backend": target.backend,
             "device_name": device.device_name(),
             "device_count": device.device_count(),
+            "memory_gib": device.total_memory_gib(),
             "peak_bf16_flops": target.peak_bf16_flops,
             "peak_fp8_flops": target.peak_fp8_flops,
             "peak_source": target.peak_source,
@@ -302,6 +304,7 @@ class _Run:
         self.workload = self.spec.workload
         self.caps = capabilities(target, plan.nproc)
         self.header = result_header(scenario, target, self.spec.workload_record(), self.caps, plan)
+        self.memory = MemoryPlanner(scenario, self.header["workload"], self.header["target"]["memory_gib"])
         self.records: dict[str, dict] = {}
         if plan.append and out_path.exists():
             self.records = earlier_part(out_path, scenario, target, self.header)
@@ -355,7 +358,10 @@ class _Run:
         )
         started = time.perf_counter()
         rung, substituted = with_substitutes(self.scenario, target, rung, self.caps)
-        reason = unsupported_reason(self.scenario, target, rung, self.caps)
+        rung, memory, too_big = self.memory.apply(rung)
+        if memory is not None:
+            self.progress("    " + memory_line(memory))
+        reason = too_big or unsupported_reason(self.scenario, target, rung, self.caps)
         interrupted = None
         if reason:
             rec = {"status": "unsupported", "reason": reason}
@@ -379,6 +385,8 @@ class _Run:
             # which code and which run measured this rung (a ladder split over calls merges rungs of several runs)
             "measured": {k: provenance_now[k] for k in ("git_sha", "dirty", "created_at", "run_id")},
         }
+        if memory is not None:
+            rec["memory_plan"] = memory
         if substituted:
             rec["substituted"] = substituted
             self.progress(f"    (on {target.name}: " + ", ".join(f"{k} {v}" for k, v in substituted.items()) + ")")

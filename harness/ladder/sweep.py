@@ -159,19 +159,21 @@ class RecomputePlan:
     options: dict  # the rung options that apply the plan, in the family's terms
 
 
-def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
+def plan_recompute(result: dict, budget_gib: float, base_peak_gib: float | None = None) -> RecomputePlan:
     """Among every subset of the sweep's measured groups, the one with the least predicted extra step time
-    whose predicted peak fits `budget_gib`; ties go to the fewer groups. Raises ValueError when the sweep has no
-    usable base or no subset fits."""
+    whose predicted peak fits `budget_gib`; ties go to the fewer groups. The peak with nothing recomputed is the
+    sweep's base rung's unless `base_peak_gib` gives one measured for the rung that takes the plan. Raises
+    ValueError when the sweep has no usable base or no subset fits."""
     from itertools import combinations
 
     base = next((r for r in result["rungs"] if r["name"] == BASE), None)
     if base is None or base["status"] != "ok":
         raise ValueError(f"a sweep whose {BASE!r} rung ran (it is {base['status'] if base else 'missing'})")
     rows = [r for r in sweep_rows(result) if r["status"] == "ok"]
+    base_peak = base["peak_memory_gib"] if base_peak_gib is None else base_peak_gib
 
     def peak(chosen) -> float:
-        return base["peak_memory_gib"] - sum(max(0.0, r["saved_gib"]) for r in chosen)
+        return base_peak - sum(max(0.0, r["saved_gib"]) for r in chosen)
 
     best = None
     for k in range(len(rows) + 1):
@@ -187,7 +189,7 @@ def plan_recompute(result: dict, budget_gib: float) -> RecomputePlan:
     patterns = tuple(p for r in chosen for p in r["patterns"])
     return RecomputePlan(
         budget_gib=budget_gib,
-        base_peak_gib=base["peak_memory_gib"],
+        base_peak_gib=base_peak,
         base_step_ms=base["step_time_s"] * 1e3,
         groups=tuple(r["group"] for r in chosen),
         patterns=patterns,

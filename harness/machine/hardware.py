@@ -32,7 +32,8 @@ KNOWN_CAPABILITIES = frozenset(get_args(Capability))
 class Target:
     name: str
     backend: str  # a key of harness.machine.backends.BACKENDS: "cpu" | "cuda" | "npu"
-    device_match: str | None  # substring of the torch device name identifying it; None = generic
+    # substrings of the torch device name identifying it (any one matches); empty = the backend's generic target
+    device_match: tuple[str, ...]
     peak_bf16_flops: float | None  # dense, per device; None where no honest figure exists
     peak_fp8_flops: float | None
     peak_source: str
@@ -44,24 +45,50 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
         # FlexAttention has no CPU backward, fp8 linears need a GPU; MFU on a CPU would be noise.
-        Target("cpu", "cpu", None, None, None, "no peak: CPU runs are functional checks", None, frozenset({"compile"})),
+        Target("cpu", "cpu", (), None, None, "no peak: CPU runs are functional checks", None, frozenset({"compile"})),
         # The datasheet quotes 1979 (bf16) / 3958 (fp8) TFLOP/s with 2:4 sparsity; dense is half.
         # NVIDIA's "141 GB" is the nominal HBM3e size; the driver reports slightly less as usable.
         Target(
             "h200",
             "cuda",
-            "H200",
+            ("H200",),
             989e12,
             1979e12,
             "NVIDIA H200 SXM datasheet, dense",
             141.0,
             frozenset({"fp8", "flex-backward", "compile"}),
         ),
+        # H100 SXM5 80GB (torch names it "NVIDIA H100 80GB HBM3"): the same tensor-core peaks as the H200 by
+        # NVIDIA's datasheet (989 bf16 / 1979 fp8 TFLOP/s dense, half the 2:4-sparse figures), 80 GB of HBM3
+        # at 3.35 TB/s against the H200's 141 GB at 4.8. The PCIe and NVL cards have lower clocks and peaks
+        # and other names: they fall to the generic `cuda` target rather than borrow these figures.
+        Target(
+            "h100",
+            "cuda",
+            ("H100 80GB HBM3",),
+            989e12,
+            1979e12,
+            "NVIDIA H100 SXM datasheet, dense",
+            80.0,
+            frozenset({"fp8", "flex-backward", "compile"}),
+        ),
+        # A100 80GB (SXM4 and PCIe share the 312 TFLOP/s dense bf16 peak, NVIDIA's A100 datasheet): Ampere has
+        # no FP8 tensor cores, so FP8 rungs are recorded unsupported before anything is built.
+        Target(
+            "a100",
+            "cuda",
+            ("A100-SXM4-80GB", "A100 80GB PCIe"),
+            312e12,
+            None,
+            "NVIDIA A100 80GB datasheet, dense (no FP8)",
+            80.0,
+            frozenset({"flex-backward", "compile"}),
+        ),
         # Any other CUDA GPU: no peak (MFU left empty); fp8 is decided from the compute capability.
         Target(
             "cuda",
             "cuda",
-            None,
+            (),
             None,
             None,
             "unknown CUDA GPU: no peak figure",
@@ -74,7 +101,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "ascend-a2",
             "npu",
-            "910B",
+            ("910B",),
             None,
             None,
             "Huawei publishes no per-variant 910B dense peak we could verify: MFU not computed",
@@ -82,7 +109,7 @@ TARGETS: dict[str, Target] = {
             frozenset({"compile"}),
         ),
         # Any Ascend NPU through torch_npu; capabilities are added once measured there.
-        Target("npu", "npu", None, None, None, "unknown NPU: no peak figure", None, frozenset()),
+        Target("npu", "npu", (), None, None, "unknown NPU: no peak figure", None, frozenset()),
     )
 }
 
@@ -112,7 +139,7 @@ def detect_target() -> Target:
 
 def _match_device_name(backend: str, device_name: str) -> Target:
     for target in TARGETS.values():
-        if target.backend == backend and target.device_match and target.device_match in device_name:
+        if target.backend == backend and any(m in device_name for m in target.device_match):
             return target
     return TARGETS[backend]
 
@@ -125,7 +152,7 @@ def capabilities(target: Target, nproc: int = 1) -> frozenset[str]:
     """The target's capabilities with the runtime checks resolved on this machine, for rungs of `nproc`
     processes."""
     caps = set(target.capabilities) | ({"multi-process"} if nproc > 1 else set())
-    if target.backend == "cuda" and target.device_match is None and torch.cuda.is_available():
+    if target.backend == "cuda" and not target.device_match and torch.cuda.is_available():
         # fp8 tensor cores arrived with Ada/Hopper (sm_89 / sm_90).
         if torch.cuda.get_device_capability(0) >= (8, 9):
             caps.add("fp8")
@@ -224,6 +251,12 @@ class Device:
         except OSError:
             pass
         return platform.processor() or "cpu"
+
+    def total_memory_gib(self) -> float | None:
+        """The accelerator's memory as its driver reports it (a little under the datasheet's figure); None on a host."""
+        if self._api is None:
+            return None
+        return self._api.get_device_properties(self.torch_device).total_memory / 2**30
 
     def device_count(self) -> int:
         return 1 if self._api is None else self._api.device_count()

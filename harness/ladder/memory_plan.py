@@ -1,0 +1,170 @@
+"""A rung's memory on the card it runs on: the recompute a planned rung (`plan: recompute`) takes to fit the card,
+and a refusal before anything builds for a rung that cannot fit at all.
+
+The evidence is the scenario's `memory:` block: a ladder result of the scenario measured on a card with room to spare
+(each rung's peak) and a recompute sweep of the workload (what recomputing each group alone saves and costs). The
+memory a step allocates depends on its shapes and code, not on the card, so a peak measured on an H200 predicts the
+H100's. A rung that replays CUDA graphs needs its reserved peak: its graph pool's blocks count as free in the
+allocated figure once captured.
+
+A planned rung keeps its written recompute where the card has room for it (the published setting); otherwise it takes
+the plan with the least predicted extra step time (harness/ladder/sweep.py plan_recompute) whose predicted peak fits
+the card's memory less the scenario's margin. One plan serves every planned rung of the ladder, so the rungs after it
+still differ from each other by their own switch alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from models import get_family
+from models.schema import SchemaError
+
+from ..errors import InputError
+from ..scenario import Rung, Scenario, Workload
+from .sweep import BASE, plan_recompute, sweep_rows
+
+# Workload fields that change no tensor's size: evidence measured with other values still holds.
+NOT_MEMORY = frozenset({"warmup_steps", "timed_steps", "seed", "lr", "data", "flops_per_sample"})
+
+
+def _load(scenario: Scenario, rel: str, key: str) -> dict:
+    path = Path(scenario.path).parent / rel
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(
+            scenario.path, f"memory.{key}", "a readable result file (relative to the scenario)", f"{path}: {e}"
+        ) from None
+
+
+def _same_workload(evidence: dict, workload: dict) -> bool:
+    """Whether two `workload` blocks size every tensor alike (a field an older file lacks reads as its default)."""
+    try:
+        a, b = (dataclasses.asdict(Workload.from_record(w)) for w in (evidence, workload))
+    except SchemaError:
+        return False
+    return all(a[k] == b[k] for k in a.keys() - NOT_MEMORY) and evidence.get("model") == workload.get("model")
+
+
+def measured_need(family, record: dict) -> float | None:
+    """What a measured rung needed: its reserved peak where it replays CUDA graphs, else its allocated peak."""
+    if record.get("status") != "ok" or record.get("peak_memory_gib") is None:
+        return None
+    if family.knobs(record["options"]).cuda_graphs and record.get("peak_reserved_gib") is not None:
+        return record["peak_reserved_gib"]
+    return record["peak_memory_gib"]
+
+
+class MemoryPlanner:
+    """The memory decisions of one run on one card (`card_gib`: the device's total memory; None on a host without an
+    accelerator, where nothing is planned or refused)."""
+
+    def __init__(self, scenario: Scenario, workload: dict, card_gib: float | None):
+        self.scenario, self.card_gib = scenario, card_gib
+        self.family = get_family(scenario.model)
+        evidence = scenario.memory
+        self.margin = evidence.margin if evidence else 0.0
+        self.peaks: dict[str, dict] = {}
+        self.peaks_from = self.sweep = None
+        if evidence is None or card_gib is None:
+            return
+        if evidence.peaks:
+            result = _load(scenario, evidence.peaks, "peaks")
+            if _same_workload(result.get("workload", {}), workload):
+                self.peaks = {r["name"]: r for r in result.get("rungs", [])}
+                self.peaks_from = f"{result['target']['name']} ({Path(evidence.peaks).name})"
+        if evidence.recompute_sweep:
+            sweep = _load(scenario, evidence.recompute_sweep, "recompute_sweep")
+            if _same_workload(sweep.get("workload", {}), workload):
+                self.sweep = sweep
+        self.plan = self._plan() if self.sweep is not None else None
+
+    def _saved(self, options: dict) -> float:
+        """What the sweep says the recompute written in `options` saves against none (its groups' savings)."""
+        written = set(self.family.knobs(options).recompute_patterns)
+        return sum(
+            max(0.0, r["saved_gib"] or 0.0)
+            for r in sweep_rows(self.sweep)
+            if r["status"] == "ok" and r["patterns"] and set(r["patterns"]) <= written
+        )
+
+    def _plan(self) -> dict:
+        """The one plan of the ladder's planned rungs: as written where it fits, else the cheapest that does."""
+        budget = self.card_gib * (1 - self.margin)
+        planned = [r for r in self.scenario.ladder if r.planned_recompute]
+        base, basis = self._without_recompute(planned)
+        plan = {"card_gib": round(self.card_gib, 2), "margin": self.margin, "budget_gib": round(budget, 2)}
+        plan |= {"without_recompute_gib": round(base, 2), "basis": basis}
+        written = base - self._saved(planned[0].cumulative)  # planned rungs inherit one written recompute
+        if written <= budget:
+            return {**plan, "as_written": True, "predicted_peak_gib": round(written, 2)}
+        try:
+            chosen = plan_recompute(self.sweep, budget, base_peak_gib=base)
+        except ValueError:
+            return {**plan, "fits": False, "predicted_peak_gib": round(base - self._saved_all(), 2)}
+        return {
+            **plan,
+            "as_written": False,
+            "groups": list(chosen.groups),
+            "options": chosen.options,
+            "predicted_peak_gib": round(chosen.peak_gib, 2),
+            "predicted_extra_ms": round(chosen.extra_ms, 1),
+        }
+
+    def _without_recompute(self, planned: list[Rung]) -> tuple[float, str]:
+        """The most any planned rung needs with nothing recomputed, and what says so: its measured peak plus what its
+        measured recompute saved, or with no planned rung measured, the sweep's own base."""
+        measured = [
+            (need + self._saved(rec["options"]), name)
+            for name in (r.name for r in planned)
+            if (rec := self.peaks.get(name)) and (need := measured_need(self.family, rec)) is not None
+        ]
+        if measured:
+            need, name = max(measured)
+            return need, f"{name} as measured on {self.peaks_from}"
+        base = next(r for r in self.sweep["rungs"] if r["name"] == BASE)
+        return base["peak_memory_gib"], f"the recompute sweep's {BASE} rung on {self.sweep['target']['name']}"
+
+    def _saved_all(self) -> float:
+        return sum(max(0.0, r["saved_gib"] or 0.0) for r in sweep_rows(self.sweep) if r["status"] == "ok")
+
+    def apply(self, rung: Rung) -> tuple[Rung, dict | None, str | None]:
+        """The rung as it runs on this card, what the plan recorded (None: nothing planned) and why it cannot run
+        here (None: it can)."""
+        if self.card_gib is None:
+            return rung, None, None
+        if rung.planned_recompute and self.plan is not None:
+            plan = self.plan
+            if plan.get("fits") is False:
+                return (
+                    rung,
+                    plan,
+                    self._too_big(plan["predicted_peak_gib"], "recomputing every group the sweep measured"),
+                )
+            if not plan["as_written"]:
+                rung = dataclasses.replace(rung, cumulative={**rung.cumulative, **plan["options"]})
+            return rung, plan, None
+        need = measured_need(self.family, self.peaks.get(rung.name, {}))
+        if need is not None and self.peaks[rung.name]["options"] == rung.cumulative and need > self.card_gib:
+            return rung, None, self._too_big(need, f"as measured on {self.peaks_from}")
+        return rung, None, None
+
+    def _too_big(self, need: float, why: str) -> str:
+        return f"needs {need:.1f} GiB ({why}), the card has {self.card_gib:.1f}"
+
+
+def memory_line(plan: dict) -> str:
+    """One line on what a planned rung recomputes on this card, and why."""
+    card = f"{plan['card_gib']:.1f} GiB card less {plan['margin']:.0%}"
+    if plan.get("fits") is False:
+        return f"memory: no recompute plan fits the {card} (at least {plan['predicted_peak_gib']:.1f} GiB)"
+    if plan["as_written"]:
+        return f"memory: recompute as written, predicted peak {plan['predicted_peak_gib']:.1f} GiB within the {card}"
+    return (
+        f"memory: recompute {', '.join(plan['groups']) or 'nothing'} for the {card}: predicted peak "
+        f"{plan['predicted_peak_gib']:.1f} GiB (without recompute {plan['without_recompute_gib']:.1f}: "
+        f"{plan['basis']}), about {plan['predicted_extra_ms']:.0f} ms more a step by the sweep"
+    )

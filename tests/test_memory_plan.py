@@ -1,0 +1,104 @@
+"""Rungs that plan for the card's memory (harness/ladder/memory_plan.py), from the committed H200 evidence that
+scenarios/pi05-beyond.yaml names: the recompute a planned rung takes on cards of several sizes, the refusal before
+anything builds, and the capability refusals per target."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.ladder.memory_plan import MemoryPlanner, memory_line
+from harness.ladder.runner import unsupported_reason
+from harness.machine.hardware import capabilities, get_target
+from harness.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+BEYOND = load_scenario(ROOT / "scenarios/pi05-beyond.yaml")
+PEAKS = json.loads((ROOT / "results/h200/pi05-beyond.json").read_text())
+SWEEP = json.loads((ROOT / "results/h200/pi05-beyond-recompute-sweep.json").read_text())
+
+
+def rung(name):
+    return next(r for r in BEYOND.ladder if r.name == name)
+
+
+def planner(card_gib, workload=None):
+    return MemoryPlanner(BEYOND, workload or PEAKS["workload"], card_gib)
+
+
+def by_name(result):
+    return {r["name"]: r for r in result["rungs"]}
+
+
+def test_the_plan_is_inherited_until_a_rung_sets_recompute_itself():
+    planned = [r.name for r in BEYOND.ladder if r.planned_recompute]
+    assert planned[0] == "planned-recompute" and planned[-1] == BEYOND.ladder[-1].name
+    assert "sdpa-joint-attention" not in planned
+
+
+def test_a_card_with_room_keeps_the_written_recompute():
+    """On the H200 the most any planned rung measured (whole-step-graph's reserved graph pool) fits 90% of the card."""
+    p = planner(139.8)
+    worst = max(r.get("peak_reserved_gib") or r["peak_memory_gib"] for r in PEAKS["rungs"][2:] if r["status"] == "ok")
+    assert p.plan["as_written"] and p.plan["predicted_peak_gib"] == pytest.approx(worst, abs=0.01)
+    ran, plan, refused = p.apply(rung("skip-prefix-tail"))
+    assert ran.cumulative == rung("skip-prefix-tail").cumulative and refused is None and plan is p.plan
+
+
+def test_an_h100_gets_the_cheapest_plan_that_fits_its_budget():
+    """On an 80 GB card less 10% the sweep's cheapest fitting choice: every subset's predicted peak and extra time
+    recomputed here by brute force from the sweep's rows must agree with the planner's pick."""
+    card = 79.19
+    p = planner(card)
+    plan = p.plan
+    assert not plan["as_written"] and plan["budget_gib"] == pytest.approx(card * 0.9, abs=0.01)
+    assert plan["predicted_peak_gib"] <= plan["budget_gib"]
+    rows = {r["name"].removeprefix("recompute-"): r for r in SWEEP["rungs"]}
+    base = rows.pop("no-recompute")
+    saved = {g: base["peak_memory_gib"] - r["peak_memory_gib"] for g, r in rows.items()}
+    extra = {g: max(0.0, 32 / r["samples_per_s"] - 32 / base["samples_per_s"]) * 1e3 for g, r in rows.items()}
+    fits = [
+        (sum(extra[g] for g in groups), groups)
+        for n in range(len(rows) + 1)
+        for groups in __import__("itertools").combinations(sorted(rows), n)
+        if plan["without_recompute_gib"] - sum(max(0, saved[g]) for g in groups) <= plan["budget_gib"]
+    ]
+    cheapest = min(fits)[0]
+    assert plan["predicted_extra_ms"] == pytest.approx(cheapest, abs=0.5)
+    ran, recorded, refused = p.apply(rung("fp8-triton-vision-mlp"))
+    assert refused is None and recorded["groups"] == plan["groups"]
+    assert ran.cumulative["recompute"] == {"patterns": [pat for g in plan["groups"] for pat in _patterns(g)]}
+    assert "predicted peak" in memory_line(plan) and "79.2 GiB card less 10%" in memory_line(plan)
+    # the rungs before the plan keep their own recompute and fit
+    assert p.apply(rung("loongforge-best-bf16")) == (rung("loongforge-best-bf16"), None, None)
+
+
+def _patterns(group):
+    return next(r["options"]["recompute"]["patterns"] for r in SWEEP["rungs"] if r["name"] == f"recompute-{group}")
+
+
+def test_a_rung_that_cannot_fit_is_refused_before_it_builds():
+    p = planner(20.0)
+    ran, plan, refused = p.apply(rung("whole-step-graph"))
+    assert plan["fits"] is False and refused.startswith("needs ") and refused.endswith("the card has 20.0")
+    _, _, refused = p.apply(rung("loongforge-best-bf16"))
+    measured = by_name(PEAKS)["loongforge-best-bf16"]["peak_memory_gib"]
+    assert refused == f"needs {measured:.1f} GiB (as measured on h200 (pi05-beyond.json)), the card has 20.0"
+
+
+def test_evidence_for_another_workload_plans_and_refuses_nothing():
+    """The CPU smoke (tiny model) or another batch: the H200's peaks say nothing about it."""
+    other = {**PEAKS["workload"], "batch_size": 8}
+    p = planner(20.0, other)
+    assert p.plan is None
+    assert p.apply(rung("whole-step-graph")) == (rung("whole-step-graph"), None, None)
+    assert MemoryPlanner(BEYOND, PEAKS["workload"], None).apply(rung("fp8")) == (rung("fp8"), None, None)
+
+
+def test_fp8_rungs_are_unsupported_on_an_a100_before_anything_builds():
+    loongforge = load_scenario(ROOT / "scenarios/pi05-loongforge.yaml")
+    fp8 = next(r for r in loongforge.ladder if r.name == "fp8")
+    for name, refused in (("a100", True), ("h100", False), ("h200", False), ("cpu", True)):
+        target = get_target(name)
+        reason = unsupported_reason(loongforge, target, fp8, capabilities(target))
+        assert (reason is not None) is refused, (name, reason)
