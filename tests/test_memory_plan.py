@@ -102,3 +102,20 @@ def test_fp8_rungs_are_unsupported_on_an_a100_before_anything_builds():
         target = get_target(name)
         reason = unsupported_reason(loongforge, target, fp8, capabilities(target))
         assert (reason is not None) is refused, (name, reason)
+
+
+def test_the_ladder_table_says_what_each_planned_rung_recomputed(tmp_path):
+    from harness.report.report import ladder_table
+
+    result = json.loads(json.dumps(PEAKS))
+    plan = planner(79.19).plan
+    for r in result["rungs"]:
+        if rung(r["name"]).planned_recompute:
+            r["memory_plan"] = plan
+    result["provenance"]["host"] = {"cpu_model": "Test CPU 9000", "cpus_visible": 16, "cpu_count": 32}
+    table = ladder_table(result)
+    groups = "+".join(plan["groups"])
+    expected = f"recompute {groups} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
+    lines = [line for line in table.splitlines() if line.startswith(("planned-recompute", "sdpa-joint-attention"))]
+    assert expected in lines[1] and expected not in lines[0]
+    assert "host Test CPU 9000, 16 cores" in table.splitlines()[0]

@@ -54,6 +54,14 @@ def _graph_pool_unrecorded(rung: dict, knobs) -> bool:
     return knobs.cuda_graphs and "peak_reserved_gib" not in rung
 
 
+def plan_note(plan: dict) -> str:
+    """What a planned rung recomputed on its card (harness/ladder/memory_plan.py), in a few words."""
+    if plan.get("fits") is False:
+        return f"no recompute plan fits {plan['budget_gib']:.0f} GiB"
+    chosen = "as written" if plan["as_written"] else "+".join(plan["groups"]) or "nothing"
+    return f"recompute {chosen} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
+
+
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
@@ -65,6 +73,8 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
     notes, prev = {}, None
     for r in result["rungs"]:
         n = [f"{k} {v}" for k, v in (r.get("substituted") or {}).items()]
+        if r.get("memory_plan"):
+            n.append(plan_note(r["memory_plan"]))
         if r["status"] == "ok":
             knobs = family.knobs(r["options"])
             if (r.get("world_size") or 1) > 1 and r.get("exposed_comm_s") is not None:
@@ -167,6 +177,9 @@ def ladder_table(result: dict, fmt: str = "simple") -> str:
         title += "; kernel floor " + ", ".join(f"{p} {v['samples_per_s']:.1f} samples/s" for p, v in totals.items())
         if result["floor"].get("from"):
             title += f" (from {result['floor']['from']})"
+    host = result["provenance"].get("host")
+    if host:  # a rung that reads a dataset is fed by these cores
+        title += f"; host {host['cpu_model']}, {host['cpus_visible']} cores"
     table = tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
     return f"{title}\n{table}\n{LADDER_LEGEND}"
 
