@@ -11,7 +11,7 @@ from pathlib import Path
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
 from ..machine.hardware import TARGETS
-from ..outputs import check_out_file, positive_seconds
+from ..outputs import check_out_file, file_name, positive_seconds
 
 
 def add_run_arguments(run) -> None:
@@ -89,7 +89,7 @@ def cmd_run(args) -> int:
     rungs = chosen_rungs(scenario, args.rungs)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
-    out = args.out or default_out(scenario.name, target.name)
+    out = args.out or default_out(scenario, target.name)
     check_out_file(out, merge_flag="--append", merging=args.append, overwrite=args.overwrite)
     if args.nproc < 1:
         return fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
@@ -135,5 +135,7 @@ def with_dataset(scenario, path: str):
     return dataclasses.replace(scenario, workload=workload, targets=targets)
 
 
-def default_out(name: str, target: str) -> Path:
-    return Path("runs") / f"{name}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"
+def default_out(scenario, target: str, kind: str = "") -> Path:
+    """runs/<scenario><kind>-<target>-<time>.json; the scenario's name must be a plain name (it comes from a file)."""
+    name = file_name(scenario.name, scenario.path, "name")
+    return Path("runs") / f"{name}{kind}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"

@@ -1,0 +1,93 @@
+"""Hostile files and signals (issue 52): a name read from a file never chooses where a command writes, an
+`--append` never loses a rung that measured ok, SIGTERM and SIGHUP clean up as Ctrl-C does, and no command
+replaces its earlier output unasked. docs/reliability.md lists each guarantee with the test that shows it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import harness.ladder.runner
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+LADDER = ROOT / "tests/fixtures/ladder-h200.json"  # a ladder result of pi05-loongforge on h200 with 7 rungs
+
+# The smallest real ladder: one rung of the tiny Pi0.5 on the CPU (about 10 s, most of it importing torch).
+SCENARIO = """\
+name: {name}
+model: pi05
+workload: {{batch_size: 1, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 1, timed_steps: 2,
+           seed: 0, dtype: fp32}}
+ladder:
+  - {{name: community, options: {{camera_slots: 3, recompute: nested-full}}}}
+targets:
+  cpu: {{model_size: tiny}}
+"""
+
+HOSTILE_NAMES = ["../../../tmp/x", "/tmp/vlabench-absolute", "a" * 300, "a\0b", "a\nb", "a\tb", "..", "-rf"]
+
+
+def scenario_file(folder: Path, name: str = "hostile") -> Path:
+    path = folder / "s.yaml"
+    path.write_text(SCENARIO.format(name=json.dumps(name)))  # a JSON string is a YAML double-quoted scalar
+    return path
+
+
+def one_line_error(capsys, args) -> str:
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("vlabench: error: ") and "Traceback" not in err, err
+    return err
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+# ---- 1. output paths never come from file contents -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, name", [("scenario", "../../victim"), ("scenario", "/tmp/vlabench-passwd-evil"), ("target", "../cpu")]
+)
+def test_record_refuses_a_result_whose_name_is_a_path(tmp_path, capsys, key, name):
+    result = json.loads(LADDER.read_text())
+    result[key]["name"] = name
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(result))
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"unrelated": true}\n')
+    (tmp_path / "results").mkdir()
+    before = files_under(tmp_path)
+    err = one_line_error(capsys, ["record", hostile, "--results-dir", tmp_path / "results", "--force"])
+    assert str(hostile) in err and f"{key}.name" in err and "plain name" in err
+    assert victim.read_text() == '{"unrelated": true}\n' and files_under(tmp_path) == before
+    assert not Path("/tmp/vlabench-passwd-evil.json").exists()
+
+
+def test_record_writes_under_the_results_dir_and_not_through_a_link_out_of_it(tmp_path, capsys):
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    assert main(["record", str(LADDER), "--results-dir", str(results), "--force"]) == 0
+    assert (results / "h200" / "pi05-loongforge.json").read_bytes() == LADDER.read_bytes()
+    capsys.readouterr()
+    shutil.rmtree(results / "h200")
+    elsewhere.mkdir()
+    (results / "h200").symlink_to(elsewhere)  # a planted link: what it leads to is not under --results-dir
+    err = one_line_error(capsys, ["record", LADDER, "--results-dir", results, "--force"])
+    assert "a path inside" in err and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=lambda n: repr(n)[:16])
+def test_run_without_out_refuses_a_scenario_name_that_is_not_a_plain_name(tmp_path, capsys, monkeypatch, name):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the ladder ran")
+
+    monkeypatch.setattr(harness.ladder.runner, "run_scenario", must_not_run)
+    scenario = scenario_file(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(capsys, ["run", scenario, "--target", "cpu"])
+    assert err.startswith(f"vlabench: error: {scenario}: name: expected a plain name"), err
+    assert files_under(tmp_path) == {"s.yaml"}  # no runs/ folder, nothing anywhere else
