@@ -4,12 +4,14 @@ replaces its earlier output unasked. docs/reliability.md lists each guarantee wi
 
 import json
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
 
 import harness.ladder.runner
 from harness.cli import main
+from harness.ladder.processes import Finished
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "tests/fixtures/ladder-h200.json"  # a ladder result of pi05-loongforge on h200 with 7 rungs
@@ -91,3 +93,65 @@ def test_run_without_out_refuses_a_scenario_name_that_is_not_a_plain_name(tmp_pa
     err = one_line_error(capsys, ["run", scenario, "--target", "cpu"])
     assert err.startswith(f"vlabench: error: {scenario}: name: expected a plain name"), err
     assert files_under(tmp_path) == {"s.yaml"}  # no runs/ folder, nothing anywhere else
+
+
+# ---- 2. --append is a transaction ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[Path, Path]:
+    """(scenario, result): one real rung measured ok, to append to."""
+    folder = tmp_path_factory.mktemp("measured")
+    scenario = scenario_file(folder)
+    out = folder / "r.json"
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["rungs"][0]["status"] == "ok"
+    return scenario, out
+
+
+def earlier_result(measured, tmp_path) -> tuple[Path, Path, dict]:
+    scenario, result = measured
+    out = tmp_path / "r.json"
+    shutil.copyfile(result, out)
+    out.chmod(0o644)
+    return scenario, out, json.loads(out.read_text())["rungs"][0]
+
+
+def test_append_keeps_the_ok_rung_when_the_remeasure_fails(measured, tmp_path, capsys):
+    scenario, out, old = earlier_result(measured, tmp_path)
+    # the rung process cannot even import torch in 0.5 s: a real re-measure that fails
+    args = ["run", scenario, "--target", "cpu", "--out", out, "--append", "--rung-timeout", "0.5"]
+    assert main([str(a) for a in args]) == 1  # the attempt failed: said in the exit code
+    assert "failed rungs: community" in capsys.readouterr().err
+    (rung,) = json.loads(out.read_text())["rungs"]
+    assert rung["status"] == "ok" and rung["samples_per_s"] == old["samples_per_s"]
+    (attempt,) = rung["failed_attempts"]
+    assert attempt["status"] == "error" and "timed out after 0.5s" in attempt["reason"] and attempt["at"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # the file keeps its mode through the atomic rewrite
+
+
+def test_append_interrupted_keeps_the_ok_rung(measured, tmp_path, monkeypatch, capsys):
+    scenario, out, old = earlier_result(measured, tmp_path)
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness.ladder.runner, "run_group", ctrl_c)  # Ctrl-C while the rung process runs
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out), "--append"]) == 130
+    (rung,) = json.loads(out.read_text())["rungs"]
+    assert rung["status"] == "ok" and rung["samples_per_s"] == old["samples_per_s"]
+    assert rung["failed_attempts"][0]["reason"].startswith("interrupted (Ctrl-C)")
+    assert not list(tmp_path.glob(".r.json.*"))  # no temporary file left beside it
+
+
+def test_append_through_a_symlink_writes_the_file_it_points_to(measured, tmp_path, monkeypatch, capsys):
+    scenario, out, old = earlier_result(measured, tmp_path)
+    link = tmp_path / "link.json"
+    link.symlink_to(out)
+    monkeypatch.setattr(harness.ladder.runner, "run_group", lambda *a, **k: Finished(3))
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(link), "--append"]) == 1
+    assert link.is_symlink() and link.resolve() == out
+    data = json.loads(out.read_text())
+    assert data["provenance_earlier"] and data["rungs"][0]["samples_per_s"] == old["samples_per_s"]
+    assert "exit code 3" in data["rungs"][0]["failed_attempts"][0]["reason"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644

@@ -18,7 +18,6 @@ The recorded baseline of a scenario on a target is results/<target>/<scenario>.j
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from tabulate import tabulate
 from ..errors import InputError
 from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
-from ..results import load_result
+from ..results import load_result, write_text_atomic
 from ..stats.repeats import ok_repeats
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
 
@@ -606,7 +605,5 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
     if dest.resolve() == Path(path).resolve():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.copyfile(path, tmp)
-    tmp.replace(dest)  # a reader sees the old baseline or the new one, never half a file
+    write_text_atomic(dest, Path(path).read_text(encoding="utf-8"))  # the old baseline or the new one, never half
     return dest

@@ -111,15 +111,23 @@ def cmd_run(args) -> int:
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")
-    failed = [
-        r["name"]
-        for r in result["rungs"]
-        if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False
-    ]
+    failed = failed_rungs(result)
     if failed:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def failed_rungs(result: dict) -> list[str]:
+    """Rungs that failed or broke loss parity in this run, including those whose earlier ok record --append kept."""
+    run_id = result["provenance"]["run_id"]
+    return [
+        r["name"]
+        for r in result["rungs"]
+        if r["status"] in ("error", "oom")
+        or (r.get("loss_parity") or {}).get("pass") is False
+        or any(a["run_id"] == run_id for a in r.get("failed_attempts", []))
+    ]
 
 
 def with_dataset(scenario, path: str):
