@@ -3,8 +3,13 @@
 replaces its earlier output unasked. docs/reliability.md lists each guarantee with the test that shows it."""
 
 import json
+import os
 import shutil
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +160,52 @@ def test_append_through_a_symlink_writes_the_file_it_points_to(measured, tmp_pat
     assert data["provenance_earlier"] and data["rungs"][0]["samples_per_s"] == old["samples_per_s"]
     assert "exit code 3" in data["rungs"][0]["failed_attempts"][0]["reason"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+# ---- 3. SIGTERM and SIGHUP clean up as Ctrl-C does -------------------------------------------------------------
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (from /proc: the field after the command name is the parent)."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the rung process through /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_ends_the_rung_process_group_and_its_temporary_folder(tmp_path, sig):
+    scenario, out, tmp = scenario_file(tmp_path), tmp_path / "r.json", tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(scenario), "--target", "cpu", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (list(tmp.glob("vlabench-rung-*")) and children(proc.pid)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the rung never started"
+            time.sleep(0.1)
+        (rung_pid,) = children(proc.pid)  # the leader of the rung's process group (start_new_session)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert group_gone(rung_pid) and not list(tmp.glob("vlabench-rung-*"))
+    (rung,) = json.loads(out.read_text())["rungs"]
+    assert rung["status"] == "error" and rung["reason"].startswith(f"interrupted ({sig.name})")

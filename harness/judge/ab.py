@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from ..errors import InputError
-from ..ladder.processes import run_group
+from ..ladder.processes import run_group, signals_as_interrupt
 from ..results import ResultError, _write_atomic, load_result
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
@@ -205,20 +204,6 @@ def checked_out(sides: list[Side]) -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
         for repo in {repo for repo, _ in added}:
             _git(repo, "worktree", "prune")
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """A CI job cancelled with SIGTERM cleans up as Ctrl-C does: the running process group and the worktrees."""
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 # ---- running ---------------------------------------------------------------------------------------------------
@@ -484,7 +469,7 @@ def run_ab(args) -> int:
         _write_atomic(cfg.out / "ab.json", doc)  # after every run: an interrupted A/B keeps what it measured
         return doc
 
-    with sigterm_as_interrupt(), checked_out(sides):
+    with signals_as_interrupt(), checked_out(sides):
         for side in sides:
             extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
             print(f"{side.label}: {side.describe()}{extra}", file=stream)

@@ -12,6 +12,7 @@ from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
 from ..machine.hardware import TARGETS
 from ..outputs import check_out_file, file_name, positive_seconds
+from .processes import signals_as_interrupt
 
 
 def add_run_arguments(run) -> None:
@@ -95,19 +96,20 @@ def cmd_run(args) -> int:
         return fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
     if args.repeats < 1:
         return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
-    result = run_scenario(
-        scenario,
-        target,
-        out,
-        ["vlabench", *sys.argv[1:]],
-        rung_names=rungs,
-        append=args.append,
-        rung_timeout_s=args.rung_timeout,
-        nproc=args.nproc,
-        torchrun_args=shlex.split(args.torchrun_args or ""),
-        floor=args.floor,
-        repeats=args.repeats,
-    )
+    with signals_as_interrupt():  # SIGTERM/SIGHUP end the rung's process group as Ctrl-C does
+        result = run_scenario(
+            scenario,
+            target,
+            out,
+            ["vlabench", *sys.argv[1:]],
+            rung_names=rungs,
+            append=args.append,
+            rung_timeout_s=args.rung_timeout,
+            nproc=args.nproc,
+            torchrun_args=shlex.split(args.torchrun_args or ""),
+            floor=args.floor,
+            repeats=args.repeats,
+        )
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")

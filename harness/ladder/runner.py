@@ -387,7 +387,8 @@ class _Run:
                     spec, self.progress, plan.rung_timeout_s, plan.env, plan.nproc, plan.torchrun_args
                 )
             except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
-                rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
+                how = exc.args[0] if exc.args else "Ctrl-C"  # SIGTERM or SIGHUP: processes.signals_as_interrupt
+                rec = {"status": "error", "reason": f"interrupted ({how}) after {time.perf_counter() - started:.0f}s"}
                 interrupted = exc
         provenance_now = self.header["provenance"]
         rec = {
