@@ -20,6 +20,7 @@ from .errors import InputError, describe
 __all__ = [
     "PLAIN_NAME",
     "at_least",
+    "check_new_files",
     "check_out_dir",
     "check_out_file",
     "check_writable",
@@ -64,6 +65,18 @@ def inside(folder: str | Path, path: str | Path, file: str, key: str) -> Path:
     if not Path(path).resolve().is_relative_to(Path(folder).resolve()):
         raise InputError(file, key, f"a path inside {folder}", f"{path} (resolves to {Path(path).resolve()})")
     return Path(path)
+
+
+def check_new_files(folder: str | Path, names: tuple[str, ...], force: bool, flag: str = "--out") -> None:
+    """None of `names` exists in `folder` yet, unless `force`: a command never replaces its earlier output unasked."""
+    existing = [n for n in names if Path(folder, n).exists()]
+    if existing and not force:
+        raise InputError(
+            str(folder),
+            flag,
+            f"a folder without {', '.join(names)} (or --force to replace them)",
+            f"an existing {', '.join(existing)}",
+        )
 
 
 def check_out_file(

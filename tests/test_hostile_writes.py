@@ -209,3 +209,35 @@ def test_a_stop_signal_ends_the_rung_process_group_and_its_temporary_folder(tmp_
     assert group_gone(rung_pid) and not list(tmp.glob("vlabench-rung-*"))
     (rung,) = json.loads(out.read_text())["rungs"]
     assert rung["status"] == "error" and rung["reason"].startswith(f"interrupted ({sig.name})")
+
+
+# ---- 4. no silent replacement ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, written", [(["compare"], "comparison.md"), (["report", "--no-published"], "report.md")]
+)
+def test_compare_and_report_refuse_an_existing_output_unless_forced(tmp_path, capsys, command, written):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / written).write_text("an earlier one\n")
+    err = one_line_error(capsys, [command[0], LADDER, *command[1:], "--out", out])
+    assert written in err and "--force" in err and (out / written).read_text() == "an earlier one\n"
+    assert main([command[0], str(LADDER), *command[1:], "--out", str(out), "--force"]) == 0
+    assert (out / written).read_text() != "an earlier one\n"
+
+
+def test_ab_refuses_an_out_folder_holding_an_ab_json(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "ab"
+    out.mkdir()
+    (out / "ab.json").write_text("{}\n")
+    (out / "a-1.json").write_text("{}\n")
+    err = one_line_error(capsys, ["ab", "HEAD", "HEAD", scenario_file(tmp_path), "--target", "cpu", "--out", out])
+    assert "ab.json" in err and "--force" in err
+    assert (out / "a-1.json").read_text() == "{}\n"  # an earlier A/B's runs are kept
+
+
+@pytest.mark.parametrize("rungs", ["", ",", " "])
+def test_an_empty_rung_list_is_refused(tmp_path, capsys, rungs):
+    err = one_line_error(capsys, ["run", scenario_file(tmp_path), "--target", "cpu", "--rungs", rungs])
+    assert "--rungs" in err and "an empty rung list" in err and files_under(tmp_path) == {"s.yaml"}

@@ -35,7 +35,8 @@ def add_run_arguments(run) -> None:
         "--append",
         action="store_true",
         help="merge into an existing --out of the same scenario and target (rungs run now replace "
-        "rungs of the same name); for ladders split over several calls",
+        "rungs of the same name, but an ok rung only with an ok re-measure: a failed one is noted in its "
+        "failed_attempts); for ladders split over several calls",
     )
     run.add_argument(
         "--overwrite", action="store_true", help="replace an existing --out (without it: refuse, or --append to merge)"
