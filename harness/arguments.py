@@ -56,13 +56,13 @@ def resolve_target(scenario, name: str | None):
 
 def chosen_rungs(scenario, text: str | None) -> list[str] | None:
     """`--rungs a,b`: the named rungs of the scenario in the order given, None when the flag is not given; one
-    line naming the unknown ones."""
-    if not text:
+    line naming the unknown ones; an empty list (`--rungs ""`) is refused, not read as every rung."""
+    if text is None:
         return None
     names = scenario.rung_names()
     rungs = [r.strip() for r in text.split(",") if r.strip()]
     unknown = [r for r in rungs if r not in names]
     if unknown or not rungs:
-        got = ", ".join(unknown) or "none"
+        got = ", ".join(unknown) or "an empty rung list"
         raise InputError("--rungs", None, f"rung names of {scenario.name} ({', '.join(names)})", got)
     return rungs

@@ -8,13 +8,35 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
 
-from .errors import InputError
+from models.schema import Match
 
-__all__ = ["at_least", "check_out_dir", "check_out_file", "check_writable", "describe_existing", "positive_seconds"]
+from .errors import InputError, describe
+
+__all__ = [
+    "PLAIN_NAME",
+    "at_least",
+    "check_new_files",
+    "check_out_dir",
+    "check_out_file",
+    "check_writable",
+    "describe_existing",
+    "file_name",
+    "inside",
+    "positive_seconds",
+]
+
+# A name read from a file (a scenario's or a target's) that becomes part of an output path: one file-name
+# component, so it cannot climb out of the folder (`..`, `/`), hide (a leading '.'), pass for a flag (a leading
+# '-'), carry control characters, or run past a file system's 255-byte limit once the rest of the name is added.
+PLAIN_NAME = Match(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}",
+    "a plain name (letters, digits, '.', '_', '-'; starting with a letter or digit; at most 100 characters)",
+)
 
 
 def positive_seconds(flag: str, value: float | None) -> None:
@@ -27,6 +49,34 @@ def at_least(flag: str, value: float | None, low: float, what: str) -> None:
     """An optional count or duration must be at least `low` (None: not given)."""
     if value is not None and not (value >= low and math.isfinite(value)):
         raise InputError(flag, None, what, f"{value:g}")
+
+
+def file_name(name, file: str, key: str) -> str:
+    """`name`, read from `file` at `key`, as a component of an output path; anything but a plain name is refused
+    in one line (nothing is rewritten: two different names never become the same file)."""
+    if not isinstance(name, str) or not re.fullmatch(PLAIN_NAME.pattern, name):
+        raise InputError(file, key, PLAIN_NAME.what, describe(name))
+    return name
+
+
+def inside(folder: str | Path, path: str | Path, file: str, key: str) -> Path:
+    """`path`, refused unless it resolves (links followed) to a place inside the resolved `folder`: what is
+    written under the folder a user named stays there."""
+    if not Path(path).resolve().is_relative_to(Path(folder).resolve()):
+        raise InputError(file, key, f"a path inside {folder}", f"{path} (resolves to {Path(path).resolve()})")
+    return Path(path)
+
+
+def check_new_files(folder: str | Path, names: tuple[str, ...], force: bool, flag: str = "--out") -> None:
+    """None of `names` exists in `folder` yet, unless `force`: a command never replaces its earlier output unasked."""
+    existing = [n for n in names if Path(folder, n).exists()]
+    if existing and not force:
+        raise InputError(
+            str(folder),
+            flag,
+            f"a folder without {', '.join(names)} (or --force to replace them)",
+            f"an existing {', '.join(existing)}",
+        )
 
 
 def check_out_file(

@@ -15,6 +15,7 @@ import os
 import platform
 import shlex
 import socket
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -115,21 +116,40 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _write_atomic(path: Path, data: dict):
-    text = json.dumps(data, indent=1, allow_nan=False) + "\n"  # fails before touching disk
+def _new_file_mode(path: Path) -> int:
+    """The mode the file keeps (an existing file's, e.g. 0644), or the one `open()` would give a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)  # the only way to read it; set straight back
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` through a temporary file in the same directory and os.replace: readers see the old
+    file or the new one, never a partial one. A symlink is followed (the file it points to is rewritten, the link
+    stays a link) and an existing file keeps its mode. Returns the path written."""
+    path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, _new_file_mode(path))  # mkstemp makes it 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)  # readers see the old file or the new one, never a partial one
+        os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
         raise
+    return path
+
+
+def _write_atomic(path: Path, data: dict):
+    write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")  # dumps fails before touching disk
 
 
 class ResultWriter:

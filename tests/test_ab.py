@@ -321,7 +321,8 @@ def test_each_side_runs_its_own_commit_in_turn(stub_repo, scenario, tmp_path, ca
     assert [(r["pair"], r["side"], r["file"]) for r in doc["runs"][:2]] == [(1, "A", "a-1.json"), (1, "B", "b-1.json")]
     assert doc["exit_code"] == 1 and doc["verdicts"][0]["ratios"] == pytest.approx([0.8] * 3)
     assert len(git(repo, "worktree", "list").splitlines()) == 1
-    # the environment of one side; --json; --bisect
+    # the environment of one side; --json; --bisect (each A/B replaces the last in ../out: --force)
+    argv.append("--force")
     aa = ["ab", good, good, *argv[3:]]
     assert main([*aa, "--env-a", "FAKE_STEP_S=0.125", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -485,7 +486,7 @@ def test_git_bisect_run_names_the_commit_that_slowed_the_step(one_cpu, tmp_path)
     # When the A/B of commit 2 cannot decide, bisect skips it and leaves two candidates: bisected again, once.
     repo, good, bad, head = bisect_repo(tmp_path)
     cmd = [sys.executable, "-m", "harness.cli", "ab", good, "HEAD", "s.yaml", "--rungs", "community"]
-    cmd += ["--pairs", "3", "--bisect", "--target", "cpu", "--out", "../ab"]
+    cmd += ["--pairs", "3", "--bisect", "--target", "cpu", "--out", "../ab", "--force"]  # each step replaces the last
     env = {**os.environ, **GIT_ENV}
     env.pop("PYTHONPATH", None)  # the bisected commit's code runs, from the repository's directory
     tries = []

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,8 @@ from typing import TextIO
 from tabulate import tabulate
 
 from ..errors import InputError
-from ..ladder.processes import run_group
+from ..ladder.processes import run_group, signals_as_interrupt
+from ..outputs import check_new_files, check_out_dir
 from ..results import ResultError, _write_atomic, load_result
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
@@ -205,20 +205,6 @@ def checked_out(sides: list[Side]) -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
         for repo in {repo for repo, _ in added}:
             _git(repo, "worktree", "prune")
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """A CI job cancelled with SIGTERM cleans up as Ctrl-C does: the running process group and the worktrees."""
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 # ---- running ---------------------------------------------------------------------------------------------------
@@ -466,6 +452,8 @@ def config_from_args(args) -> Config:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = (Path(args.out) if args.out else Path("runs") / f"ab-{stamp}").resolve()  # the runs' cwd is their tree
+    check_out_dir(out)
+    check_new_files(out, ("ab.json",), args.force)  # an earlier A/B's runs are not replaced unasked
     timeout = args.rung_timeout
     path = Path(args.scenario).resolve()
     return Config(path, scenario.name, target.name, rungs, args.pairs, tolerance, confidence, out, timeout)
@@ -484,7 +472,7 @@ def run_ab(args) -> int:
         _write_atomic(cfg.out / "ab.json", doc)  # after every run: an interrupted A/B keeps what it measured
         return doc
 
-    with sigterm_as_interrupt(), checked_out(sides):
+    with signals_as_interrupt(), checked_out(sides):
         for side in sides:
             extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
             print(f"{side.label}: {side.describe()}{extra}", file=stream)
@@ -517,7 +505,12 @@ def add_ab_arguments(p) -> None:
     p.add_argument("--target", help="target name; default: auto-detect")
     p.add_argument("--tolerance", default="5%", help="how much slower B may be and pass (default 5%%)")
     p.add_argument("--confidence", default="95%", help="of the interval over the pairs (default 95%%)")
-    p.add_argument("--out", help="directory for every run's result file and ab.json (default runs/ab-<time>/)")
+    p.add_argument(
+        "--out",
+        help="directory for every run's result file and ab.json (default runs/ab-<time>/); one that holds an "
+        "ab.json already only with --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace the A/B (ab.json and its runs) already in --out")
     p.add_argument("--env-a", action="append", metavar="KEY=VALUE", help="extra environment for side A (repeatable)")
     p.add_argument("--env-b", action="append", metavar="KEY=VALUE", help="extra environment for side B (repeatable)")
     p.add_argument("--rung-timeout", type=float, metavar="S", help="record a rung as error after S seconds")

@@ -6,9 +6,11 @@ import sys
 from pathlib import Path
 
 from ..errors import EXIT_OK, fail
-from ..outputs import check_out_dir
+from ..outputs import check_new_files, check_out_dir
 from ..results import load_results
 from .published import PUBLISHED_DIR
+
+OUT_FILES = ("comparison.md", "comparison.csv", "verdicts.csv")  # what --out may hold
 
 
 def add_compare_arguments(comp) -> None:
@@ -16,7 +18,12 @@ def add_compare_arguments(comp) -> None:
     comp.add_argument("--published", action="store_true", help="set the published figures beside ours, with verdicts")
     comp.add_argument("--published-dir", default=PUBLISHED_DIR, type=Path, help="published-figure YAML directory")
     comp.add_argument("--format", choices=("text", "markdown"), default="text", help="printed table format")
-    comp.add_argument("--out", type=Path, help="also write comparison.md, comparison.csv (and verdicts.csv) here")
+    comp.add_argument(
+        "--out",
+        type=Path,
+        help="also write comparison.md, comparison.csv (and verdicts.csv) here; existing ones only with --force",
+    )
+    comp.add_argument("--force", action="store_true", help="replace the comparison files already in --out")
 
 
 def cmd_compare(args) -> int:
@@ -25,6 +32,7 @@ def cmd_compare(args) -> int:
 
     if args.out:
         check_out_dir(args.out)
+        check_new_files(args.out, OUT_FILES, args.force)
     from .compare_training import training_tables
 
     results = load_results(args.results)

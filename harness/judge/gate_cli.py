@@ -39,7 +39,7 @@ def cmd_gate(args) -> int:
     )
     if not 0.5 < limits.confidence < 1:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
-    baseline = args.baseline or recorded_baseline_path(load_result(args.current), args.results_dir)
+    baseline = args.baseline or recorded_baseline_path(load_result(args.current), args.results_dir, args.current)
     rungs = [r.strip() for r in args.rungs.split(",") if r.strip()] if args.rungs else None
     report = gate_files(args.current, baseline, limits, rungs)
     if args.json:

@@ -18,7 +18,6 @@ The recorded baseline of a scenario on a target is results/<target>/<scenario>.j
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,8 @@ from tabulate import tabulate
 
 from ..errors import InputError
 from ..machine.probe import same_kernel, whole_probe_rate
-from ..results import load_result
+from ..outputs import file_name, inside
+from ..results import load_result, write_text_atomic
 from ..stats.repeats import ok_repeats
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
 
@@ -555,9 +555,12 @@ def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> C
     return check
 
 
-def recorded_baseline_path(result: dict, results_dir: str | Path = "results") -> Path:
-    """Where the recorded baseline of the result's scenario on its target lives."""
-    return Path(results_dir) / result["target"]["name"] / f"{result['scenario']['name']}.json"
+def recorded_baseline_path(result: dict, results_dir: str | Path = "results", source: str = "result") -> Path:
+    """Where the recorded baseline of the result's scenario on its target lives: results_dir/<target>/<scenario>.json,
+    both names plain names of the result file `source` (its contents never choose a place outside results_dir)."""
+    target = file_name(result["target"]["name"], source, "target.name")
+    scenario = file_name(result["scenario"]["name"], source, "scenario.name")
+    return inside(results_dir, Path(results_dir, target, f"{scenario}.json"), source, "target.name")
 
 
 def record_baseline(path, results_dir: str | Path = "results", force: bool = False) -> Path:
@@ -598,11 +601,9 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
                 "a real measurement (or --force)",
                 "an expert sabotaged by the test-only VLABENCH_TEST_EXPERT_SABOTAGE",
             )
-    dest = recorded_baseline_path(result, results_dir)
+    dest = recorded_baseline_path(result, results_dir, str(path))
     if dest.resolve() == Path(path).resolve():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.copyfile(path, tmp)
-    tmp.replace(dest)  # a reader sees the old baseline or the new one, never half a file
+    write_text_atomic(dest, Path(path).read_text(encoding="utf-8"))  # the old baseline or the new one, never half
     return dest

@@ -44,7 +44,7 @@ def cmd_floor(args) -> int:
     target, error = resolve_target(scenario, args.target)
     if error:
         return fail(error)
-    out = args.out or default_out(f"{scenario.name}-floor", target.name)
+    out = args.out or default_out(scenario, target.name, "-floor")
     check_out_file(out, overwrite=args.overwrite)
     spec = dataclasses.replace(scenario_spec(scenario, target), fp8="fp8" in capabilities(target))
     device = get_device(target.backend, target_name=target.name)

@@ -12,7 +12,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 GRACE_S = 5.0  # how long a group gets to exit after SIGTERM before SIGKILL
@@ -104,3 +105,27 @@ def run_group(
     finally:
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a cancelled CI job, a closed terminal or ssh session
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the command as Ctrl-C does (a KeyboardInterrupt naming the signal): the running
+    process group is ended, temporary folders removed and the interruption recorded. Only the first one
+    interrupts; repeats are ignored so that the cleanup they would cut short runs to its end."""
+    fired = False
+
+    def interrupt(signum, frame):
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

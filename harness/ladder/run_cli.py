@@ -11,7 +11,8 @@ from pathlib import Path
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
 from ..machine.hardware import TARGETS
-from ..outputs import check_out_file, positive_seconds
+from ..outputs import check_out_file, file_name, positive_seconds
+from .processes import signals_as_interrupt
 
 
 def add_run_arguments(run) -> None:
@@ -34,7 +35,8 @@ def add_run_arguments(run) -> None:
         "--append",
         action="store_true",
         help="merge into an existing --out of the same scenario and target (rungs run now replace "
-        "rungs of the same name); for ladders split over several calls",
+        "rungs of the same name, but an ok rung only with an ok re-measure: a failed one is noted in its "
+        "failed_attempts); for ladders split over several calls",
     )
     run.add_argument(
         "--overwrite", action="store_true", help="replace an existing --out (without it: refuse, or --append to merge)"
@@ -89,37 +91,46 @@ def cmd_run(args) -> int:
     rungs = chosen_rungs(scenario, args.rungs)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)
-    out = args.out or default_out(scenario.name, target.name)
+    out = args.out or default_out(scenario, target.name)
     check_out_file(out, merge_flag="--append", merging=args.append, overwrite=args.overwrite)
     if args.nproc < 1:
         return fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
     if args.repeats < 1:
         return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
-    result = run_scenario(
-        scenario,
-        target,
-        out,
-        ["vlabench", *sys.argv[1:]],
-        rung_names=rungs,
-        append=args.append,
-        rung_timeout_s=args.rung_timeout,
-        nproc=args.nproc,
-        torchrun_args=shlex.split(args.torchrun_args or ""),
-        floor=args.floor,
-        repeats=args.repeats,
-    )
+    with signals_as_interrupt():  # SIGTERM/SIGHUP end the rung's process group as Ctrl-C does
+        result = run_scenario(
+            scenario,
+            target,
+            out,
+            ["vlabench", *sys.argv[1:]],
+            rung_names=rungs,
+            append=args.append,
+            rung_timeout_s=args.rung_timeout,
+            nproc=args.nproc,
+            torchrun_args=shlex.split(args.torchrun_args or ""),
+            floor=args.floor,
+            repeats=args.repeats,
+        )
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")
-    failed = [
-        r["name"]
-        for r in result["rungs"]
-        if r["status"] in ("error", "oom") or (r.get("loss_parity") or {}).get("pass") is False
-    ]
+    failed = failed_rungs(result)
     if failed:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def failed_rungs(result: dict) -> list[str]:
+    """Rungs that failed or broke loss parity in this run, including those whose earlier ok record --append kept."""
+    run_id = result["provenance"]["run_id"]
+    return [
+        r["name"]
+        for r in result["rungs"]
+        if r["status"] in ("error", "oom")
+        or (r.get("loss_parity") or {}).get("pass") is False
+        or any(a["run_id"] == run_id for a in r.get("failed_attempts", []))
+    ]
 
 
 def with_dataset(scenario, path: str):
@@ -135,5 +146,7 @@ def with_dataset(scenario, path: str):
     return dataclasses.replace(scenario, workload=workload, targets=targets)
 
 
-def default_out(name: str, target: str) -> Path:
-    return Path("runs") / f"{name}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"
+def default_out(scenario, target: str, kind: str = "") -> Path:
+    """runs/<scenario><kind>-<target>-<time>.json; the scenario's name must be a plain name (it comes from a file)."""
+    name = file_name(scenario.name, scenario.path, "name")
+    return Path("runs") / f"{name}{kind}-{target}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}.json"

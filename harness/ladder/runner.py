@@ -7,6 +7,7 @@ ladder goes on. The result file is rewritten atomically after every rung.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import sys
@@ -305,16 +306,17 @@ class _Run:
         self.caps = capabilities(target, plan.nproc)
         self.header = result_header(scenario, target, self.spec.workload_record(), self.caps, plan)
         self.memory = MemoryPlanner(scenario, self.header["workload"], self.header["target"]["memory_gib"])
-        self.records: dict[str, dict] = {}
+        self.earlier: dict[str, dict] = {}  # --append: the rungs of the file appended to
         if plan.append and out_path.exists():
-            self.records = earlier_part(out_path, scenario, target, self.header)
+            self.earlier = earlier_part(out_path, scenario, target, self.header)
+        self.records = dict(self.earlier)
 
     def run(self) -> dict:
         scenario, plan = self.scenario, self.plan
         selected = plan.rung_names or scenario.rung_names()
         check_dataset(scenario, self.workload, selected, self.progress)
-        self.writer = ResultWriter(self.out_path, self.header)
-        self.commit()
+        # the earlier part's rungs are in the first write too: no moment holds a file without them
+        self.writer = ResultWriter(self.out_path, {**self.header, "rungs": self.ordered_rungs()})
         if plan.floor:
             self.progress(f"kernel floor of the workload on {self.target.name}")
             floor_spec = dataclasses.replace(self.spec, fp8="fp8" in self.caps)
@@ -331,7 +333,7 @@ class _Run:
                 )
                 rec, interrupted = self.run_rung(rung, where)
                 done.setdefault(rung.name, []).append({**rec, "repeat": round_index} if plan.repeats > 1 else rec)
-                self.records[rung.name] = self.rung_record(done[rung.name])
+                self.records[rung.name] = self.kept_or_new(self.rung_record(done[rung.name]))
                 self.commit()
                 if interrupted is not None:
                     raise interrupted
@@ -345,10 +347,29 @@ class _Run:
         per_repeat = [{k: v for k, v in r.items() if k not in keys} for r in repeats]
         return {**shared, **combine(per_repeat, self.workload.batch_size * self.plan.nproc)}
 
-    def commit(self):
+    def kept_or_new(self, new: dict) -> dict:
+        """The record to keep for a rung just measured: --append replaces an ok rung of the earlier part only with
+        an ok one; a re-measure that failed, crashed or was interrupted leaves the old record, noting the attempt."""
+        old = self.earlier.get(new["name"])
+        if old is None or old["status"] != "ok" or new["status"] == "ok":
+            return new
+        attempt = {
+            "status": new["status"],
+            "reason": new.get("reason"),
+            "at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "run_id": self.header["provenance"]["run_id"],
+        }
+        self.progress(f"    (kept the earlier ok record of {new['name']}: this attempt is noted in failed_attempts)")
+        return {**old, "failed_attempts": [*old.get("failed_attempts", []), attempt]}
+
+    def ordered_rungs(self) -> list[dict]:
+        """The records in ladder order, with their speedups and loss parity."""
         rungs = [self.records[r.name] for r in self.scenario.ladder if r.name in self.records]
         add_comparisons(rungs, self.family, self.scenario, self.workload)
-        self.writer.set("rungs", rungs)
+        return rungs
+
+    def commit(self):
+        self.writer.set("rungs", self.ordered_rungs())
 
     def run_rung(self, rung, where: str) -> tuple[dict, KeyboardInterrupt | None]:
         """One rung process; returns its record and the Ctrl-C that stopped it, if one did."""
@@ -372,7 +393,8 @@ class _Run:
                     spec, self.progress, plan.rung_timeout_s, plan.env, plan.nproc, plan.torchrun_args
                 )
             except KeyboardInterrupt as exc:  # the rung's processes are ended; record it and keep the rest
-                rec = {"status": "error", "reason": f"interrupted (Ctrl-C) after {time.perf_counter() - started:.0f}s"}
+                how = exc.args[0] if exc.args else "Ctrl-C"  # SIGTERM or SIGHUP: processes.signals_as_interrupt
+                rec = {"status": "error", "reason": f"interrupted ({how}) after {time.perf_counter() - started:.0f}s"}
                 interrupted = exc
         provenance_now = self.header["provenance"]
         rec = {

@@ -66,7 +66,7 @@ def cmd_recompute_sweep(args) -> int:
     print(
         f"recompute sweep on the options of rung {rung!r}" + (f" with compile: {args.compile}" if args.compile else "")
     )
-    out = args.out or default_out(sweep.name, target.name)
+    out = args.out or default_out(scenario, target.name, "-recompute-sweep")
     check_out_file(out, overwrite=args.overwrite)
     result = run_scenario(
         sweep,

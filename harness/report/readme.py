@@ -28,6 +28,7 @@ from ..judge.gate_power import END as POWER_END
 from ..judge.gate_power import power_block
 from ..judge.gates import sabotaged_rungs
 from ..judge.published import load_published
+from ..outputs import file_name
 from ..results import load_result
 from .report import eval_scaling_table, eval_workers, provenance_line, result_table
 
@@ -111,9 +112,10 @@ def readme_figure(results: list[tuple[str, dict]]) -> tuple[str, dict] | None:
     return next(iter(here or mine or ladders), None)
 
 
-def figure_path(result: dict) -> Path:
-    """The figure's path from the repository root."""
-    return FIGURE_DIR / f"{result['scenario']['name']}-{result['target']['name']}-waterfall.png"
+def figure_path(result: dict, source: str = "result") -> Path:
+    """The figure's path from the repository root (the names are the result file `source`'s: plain names only)."""
+    scenario = file_name(result["scenario"]["name"], source, "scenario.name")
+    return FIGURE_DIR / f"{scenario}-{file_name(result['target']['name'], source, 'target.name')}-waterfall.png"
 
 
 def _figure_link(result: dict, page: Path) -> str:
@@ -328,9 +330,9 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
                 (repo / page).write_text(new)
     shown = readme_figure(results)
     if shown:
-        figure = repo / figure_path(shown[1])
+        figure = repo / figure_path(shown[1], shown[0])
         if not figure.exists():
-            stale.append(figure_path(shown[1]).as_posix())
+            stale.append(figure_path(shown[1], shown[0]).as_posix())
         if not check:
             from .figures import waterfall
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
-from ..outputs import at_least, check_writable
+from ..outputs import at_least, check_writable, file_name
 from .recipe import OPENPI_PI05_LIBERO, Recipe
 
 
@@ -106,7 +106,10 @@ def plan_from_args(args):
     if args.init != "random" and not Path(args.init).exists():
         raise InputError("--init", None, "random or an existing checkpoint folder or .safetensors file", args.init)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or Path("runs") / f"train-{scenario.name}-{args.rung}-{target.name}-{stamp}"
+    out = (
+        args.out
+        or Path("runs") / f"train-{file_name(scenario.name, scenario.path, 'name')}-{args.rung}-{target.name}-{stamp}"
+    )
     check_writable(Path(out) / "train.json", "--out")
     return TrainPlan(
         scenario=scenario,

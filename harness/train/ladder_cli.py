@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
-from ..outputs import at_least, check_writable
+from ..outputs import at_least, check_writable, file_name
 from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
 
 
@@ -89,7 +89,9 @@ def plan_from_args(args) -> LadderPlan:
     target, error = resolve_target(scenario, args.target)
     if error:
         raise RuntimeError(error)
-    out = Path(args.out or Path("runs") / f"train-ladder-{scenario.name}-{target.name}")
+    out = Path(
+        args.out or Path("runs") / f"train-ladder-{file_name(scenario.name, scenario.path, 'name')}-{target.name}"
+    )
     if (out / RESULT_FILE).exists() and not args.resume:
         raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --resume)", str(out))
     check_writable(out / RESULT_FILE, "--out")
