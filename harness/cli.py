@@ -124,7 +124,7 @@ COMMANDS = (
     ),
     (
         "readme",
-        "regenerate docs/results.md, the README's headline and the figure from results/",
+        "regenerate docs/results.md, docs/hardware.md, the README's headline and the figure from results/",
         add_readme_arguments,
         cmd_readme,
     ),
