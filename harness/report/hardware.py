@@ -33,7 +33,7 @@ def cards_line(grouped: dict[str, list[compare.Column]]) -> str:
     for scenario, cols in grouped.items():
         for card in cards(cols):
             by_card.setdefault(card, []).append(scenario)
-    listed = "; ".join(f"{card} ({', '.join(names)})" for card, names in sorted(by_card.items()))
+    listed = "; ".join(f"{card} ({', '.join(sorted(names))})" for card, names in sorted(by_card.items()))
     return f"Cards with ladder results: {listed or 'none'}."
 
 
