@@ -28,6 +28,7 @@ from .ladder.sweep_cli import (
 from .report.readme_cli import add_readme_arguments, cmd_readme
 from .report.report_cli import add_report_arguments, cmd_report
 from .report.show_cli import add_show_arguments, cmd_show
+from .report.site_cli import add_site_arguments, cmd_site
 from .train.cli import add_train_arguments, add_train_check_arguments, cmd_train, cmd_train_check
 from .train.ladder_cli import add_train_ladder_arguments, cmd_train_ladder
 
@@ -124,9 +125,16 @@ COMMANDS = (
     ),
     (
         "readme",
-        "regenerate docs/results.md, the README's headline and the figure from results/",
+        "regenerate docs/results.md, docs/hardware.md, the README's headline and the figure from results/",
         add_readme_arguments,
         cmd_readme,
+    ),
+    (
+        "site",
+        "static results site (HTML and PNG files) of the committed results: a scenarios x cards matrix, per-card "
+        "tables, waterfalls, each rung's history and the trained-policy tables",
+        add_site_arguments,
+        cmd_site,
     ),
 )
 

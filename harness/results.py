@@ -336,3 +336,20 @@ def load_result(path) -> dict:
 def load_results(paths) -> list[tuple[str, dict]]:
     """(path, result) of each file, in order, as `compare` and `report` read their arguments."""
     return [(str(p), load_result(p)) for p in paths]
+
+
+def measured_result_files(results_dir: Path) -> list[Path]:
+    """Measured runs live in results/<target>/*.json; results/published/ holds figures from sources."""
+    return sorted(p for p in Path(results_dir).glob("*/*.json") if p.parent.name != "published")
+
+
+def result_files(paths) -> list[Path]:
+    """The files as given, a directory standing for the measured results in it: *.json of one target's folder
+    (results/h200), or results/<target>/*.json of a results directory (one with no *.json of its own)."""
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(p.glob("*.json")) or measured_result_files(p)
+        else:
+            out.append(p)
+    return out

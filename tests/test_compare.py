@@ -365,3 +365,54 @@ def test_a_gain_over_a_multi_process_rung_is_taken_over_the_rung_above_it_on_one
         compare.verdicts([("g.json", ladder)], [FIGURES["loongforge-gr00t-cuda-graphs"]])[0].verdict
         == compare.NOT_COMPARABLE
     )
+
+
+def as_card(result, name="h100", device="NVIDIA H100 80GB HBM3"):
+    """The result as if measured on another card: the same schema, another target (never committed)."""
+    out = copy.deepcopy(result)
+    out["target"].update(name=name, device_name=device)
+    return out
+
+
+def test_per_card_table_has_a_column_group_per_card_and_verdicts_per_card():
+    from harness.ladder.floor import floor_share
+    from models import get_family
+
+    path = ROOT / "results" / "h200" / "pi05-loongforge.json"  # a committed ladder with its kernel floor
+    h200 = load_result(path)
+    h100 = as_card(h200)
+    del h100["floor"]  # a card without a floor of its own shows no share
+    cols = compare.columns([(str(path), h200), ("h100.json", h100)])["pi05-loongforge"]
+    headers, rows = compare.comparison_table("pi05-loongforge", cols, per_card=True)
+    group = ["samples/s", "speedup", "% of floor", "MFU", "peak GiB"]
+    assert headers == ["rung"] + [f"{card} {what}" for card in ("h200", "h100") for what in group]
+    for row, rec in zip(rows, h200["rungs"]):
+        assert row[0] == rec["name"] and row[1] == row[6] == compare.rate_text(rec)
+        assert row[2] == compare.speedup_text(h200, rec["name"])
+        knobs = get_family("pi05").knobs(rec["options"])
+        assert row[3] == f"{floor_share(rec, h200['floor'], knobs.fp8_linears):.0%}" and row[8] == "-"
+        assert row[4] == f"{100 * rec['mfu']:.1f}%" and row[5] == f"{rec['peak_memory_gib']:.1f}"
+    assert compare.comparison_table("pi05-loongforge", cols)[0][1:3] == ["h200 samples/s", "h200 speedup"]
+    figures = [f for f in FIGURES.values() if (f.ours or {}).get("scenario") == "pi05-loongforge"]
+    headers, rows = compare.card_verdicts("pi05-loongforge", cols, figures)
+    assert headers[2:] == ["h200: verdict (ours)", "h100: verdict (ours)"] and len(rows) == len(figures)
+    for f, row in zip(figures, rows):
+        for cell, col in zip(row[2:], cols):
+            v = compare.judge(f, col)  # the verdict table's judgement, one cell per card
+            assert cell == f"{v.verdict} ({v.ours})"
+
+
+def test_cli_compare_per_card_reads_a_results_directory(tmp_path, capsys):
+    h200 = load_result(ROOT / "results" / "h200" / "pi05-loongforge.json")
+    for card, result in (("h200", h200), ("h100", as_card(h200))):
+        (tmp_path / "results" / card).mkdir(parents=True)
+        (tmp_path / "results" / card / "pi05-loongforge.json").write_text(json.dumps(result))
+    out_dir = tmp_path / "out"
+    argv = ["compare", str(tmp_path / "results"), "--per-card", "--published", "--format", "markdown"]
+    assert main([*argv, "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "| rung " in out and "h200 % of floor" in out and "h100 % of floor" in out
+    assert "| h100: verdict (ours) " in out and "| LoongForge FP8 " in out
+    assert (out_dir / "comparison.md").read_text().startswith("### pi05-loongforge: per card")
+    assert main(["compare", str(tmp_path / "results" / "h100")]) == 0  # a target's folder: its *.json
+    assert "h100 samples/s" in capsys.readouterr().out

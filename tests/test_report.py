@@ -176,11 +176,12 @@ def test_update_readme_rewrites_stale_pages_and_draws_the_figure(tmp_path, capsy
     results_md.write_text(f"# r\n\n{readme.BEGIN}\nold\n{readme.END}\n")
     (tmp_path / "docs" / "gates.md").write_text(f"# g\n\n{readme.POWER_BEGIN}\nold\n{readme.POWER_END}\n")
     figure = "results/figures/pi05-loongforge-h200-waterfall.png"
-    assert readme.update_readme(tmp_path, check=True) == ["README.md", "docs/results.md", "docs/gates.md", figure]
+    pages = ["README.md", "docs/results.md", "docs/gates.md", "docs/hardware.md", figure]
+    assert readme.update_readme(tmp_path, check=True) == pages  # docs/hardware.md: generated whole, made if missing
     assert main(["readme", "--repo", str(tmp_path), "--check"]) == 1
     assert "old" in readme_md.read_text() and "old" in results_md.read_text()  # a check changes nothing
-    assert not (tmp_path / figure).exists()
-    assert readme.update_readme(tmp_path) == ["README.md", "docs/results.md", "docs/gates.md", figure]
+    assert not (tmp_path / figure).exists() and not (tmp_path / "docs" / "hardware.md").exists()
+    assert readme.update_readme(tmp_path) == pages
     assert "10% slower" in (tmp_path / "docs" / "gates.md").read_text()  # the injected-change table
     result = load_result(H200)
     best = rung(result, "compile-per-layer")["samples_per_s"] / rung(result, "community")["samples_per_s"]

@@ -102,14 +102,53 @@ def _published_cell(figures: list[Figure], scenario: str, rung: str, first_rung:
     return "; ".join(cells)
 
 
-def comparison_table(scenario: str, cols: list[Column], figures: list[Figure] | None = None) -> tuple[list, list]:
-    """(headers, rows) of one scenario: rungs as rows, samples/s and speedup per result, published beside."""
+# What each result (card) shows per rung: the pair by default, the whole group with `per_card` (docs/hardware.md)
+PAIR = ("samples/s", "speedup")
+CARD_GROUP = (*PAIR, "% of floor", "MFU", "peak GiB")
+
+
+def mfu_text(rec: dict) -> str:
+    return "-" if rec.get("mfu") is None else f"{100 * rec['mfu']:.1f}%"
+
+
+def peak_text(rec: dict) -> str:
+    return "-" if rec.get("peak_memory_gib") is None else f"{rec['peak_memory_gib']:.1f}"
+
+
+def floor_text(result: dict, rec: dict, knobs=None) -> str | None:
+    """The rung's share of the kernel floor (result["floor"]) of the precision it trains in, e.g. "64%"; `knobs`:
+    the model family's reading of the rung's options (read here when not given). None without a floor."""
+    from ..ladder.floor import floor_share
+
+    floor = result.get("floor")
+    if not floor or "totals" not in floor or rec.get("status") != "ok":
+        return None
+    if knobs is None:
+        from models import get_family
+
+        knobs = get_family(result["workload"]["model"]).knobs(rec["options"])
+    share = floor_share(rec, floor, knobs.fp8_linears)
+    return None if share is None else f"{share:.0%}"
+
+
+def _card_cells(result: dict, rec: dict | None, width: int) -> list[str]:
+    """One rung's cells in a result's column group (`width` of CARD_GROUP); its status where it is not ok."""
+    if rec is None or rec["status"] != "ok":
+        return [rec["status"] if rec else "-"] + [""] * (width - 1)
+    cells = [rate_text(rec), speedup_text(result, rec["name"]), floor_text(result, rec) or "-"]
+    return (cells + [mfu_text(rec), peak_text(rec)])[:width]
+
+
+def comparison_table(
+    scenario: str, cols: list[Column], figures: list[Figure] | None = None, per_card: bool = False
+) -> tuple[list, list]:
+    """(headers, rows) of one scenario: rungs as rows, samples/s and speedup per result (with `per_card` also the
+    share of the card's kernel floor, MFU and peak GiB), published beside."""
     rungs: list[str] = []
     for col in cols:
         rungs += [r["name"] for r in col.result["rungs"] if r["name"] not in rungs]
-    headers = ["rung"]
-    for col in cols:
-        headers += [f"{col.label} samples/s", f"{col.label} speedup"]
+    group = CARD_GROUP if per_card else PAIR
+    headers = ["rung"] + [f"{col.label} {what}" for col in cols for what in group]
     if figures is not None:
         headers.append("published")
     rows = []
@@ -117,10 +156,7 @@ def comparison_table(scenario: str, cols: list[Column], figures: list[Figure] | 
         row = [rung]
         for col in cols:
             rec = next((r for r in col.result["rungs"] if r["name"] == rung), None)
-            if rec is None or rec["status"] != "ok":
-                row += [rec["status"] if rec else "-", ""]
-            else:
-                row += [rate_text(rec), speedup_text(col.result, rung)]
+            row += _card_cells(col.result, rec, len(group))
         if figures is not None:
             first = cols[0].result["rungs"][0]["name"] if cols[0].result["rungs"] else None
             row.append(_published_cell(figures, scenario, rung, first))
@@ -350,17 +386,54 @@ def verdict_rows(items: list[Verdict]) -> list[list[str]]:
     ]
 
 
-def render(results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: str = "simple") -> str:
-    """All comparison tables, then (with figures) the verdicts; tabulate format `fmt`."""
+def card_verdicts(scenario: str, cols: list[Column], figures: list[Figure]) -> tuple[list, list]:
+    """(headers, rows) of the published figures of one scenario: a row per figure, per result (card) our figure
+    and its verdict (`judge`, as in the verdict table)."""
+    mine = [f for f in figures if (f.ours or {}).get("scenario") == scenario and not f.not_comparable]
+    headers = ["published figure", "theirs"] + [f"{col.label}: verdict (ours)" for col in cols]
+    rows = []
+    for f in mine:
+        cells = [judge(f, col) for col in cols]
+        rows.append([f.label, f.value_text()] + [f"{v.verdict} ({v.ours})" for v in cells])
+    return headers, rows
+
+
+PER_CARD_TITLE = (
+    "per card: samples/s [95% interval] xN repeats, speedup over the card's first rung, % of the card's kernel "
+    "floor, MFU, peak GiB"
+)
+
+
+def _per_card_part(scenario: str, cols: list[Column], figures: list[Figure] | None, fmt: str) -> str:
+    heading = "### " if fmt == "github" else ""
+    headers, rows = comparison_table(scenario, cols, per_card=True)
+    text = f"{heading}{scenario}: {PER_CARD_TITLE}\n\n" + tabulate(
+        rows, headers=headers, tablefmt=fmt, disable_numparse=True
+    )
+    headers, rows = card_verdicts(scenario, cols, figures or [])
+    if rows:
+        text += f"\n\nPublished figures of {scenario}, per card:\n\n"
+        text += tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    return text
+
+
+def render(
+    results: list[tuple[str, dict]], figures: list[Figure] | None, fmt: str = "simple", per_card: bool = False
+) -> str:
+    """All comparison tables, then (with figures) the verdicts; tabulate format `fmt`. With `per_card`, each
+    scenario's table has a column group per card (CARD_GROUP) and its published figures' verdicts per card."""
     parts = []
     heading = "### " if fmt == "github" else ""
     for scenario, cols in columns(results).items():
+        if per_card:
+            parts.append(_per_card_part(scenario, cols, figures, fmt))
+            continue
         headers, rows = comparison_table(scenario, cols, figures)
         parts.append(
             f"{heading}{scenario}: samples/s and speedup over each target's own baseline rung\n\n"
             + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
         )
-    if figures is not None:
+    if figures is not None and not per_card:
         # Verdicts first, then what could not be compared
         items = sorted(verdicts(results, figures), key=lambda v: v.verdict == NOT_COMPARABLE)
         parts.append(

@@ -11,7 +11,10 @@ from ..errors import EXIT_FAILED, EXIT_OK
 def add_readme_arguments(readme) -> None:
     readme.add_argument("--repo", default=".", help="repository root (default: .)")
     readme.add_argument(
-        "--check", action="store_true", help="exit 1 if README.md or docs/results.md is stale, change nothing"
+        "--check",
+        action="store_true",
+        help="exit 1 if README.md, docs/results.md, docs/gates.md, docs/hardware.md or the figure is stale; "
+        "change nothing",
     )
 
 

@@ -39,11 +39,10 @@ LADDER_HEADERS = (
 def floor_note(rung: dict, result: dict, knobs) -> str | None:
     """The rung's share of the kernel floor of the precision it trains in (`knobs`: the family's reading of its
     options)."""
-    from ..ladder.floor import floor_share
+    from ..judge.compare import floor_text
 
-    floor = result.get("floor")
-    share = floor_share(rung, floor if floor and "totals" in floor else None, knobs.fp8_linears)
-    return None if share is None else f"{share:.0%} of the kernel floor"
+    share = floor_text(result, rung, knobs)
+    return None if share is None else f"{share} of the kernel floor"
 
 
 RESERVED_NOTE = 1.25  # a rung whose peak reserved memory exceeds its allocated peak by this factor notes it
@@ -143,6 +142,8 @@ def _speedup_cells(result: dict, r: dict, prev: dict | None) -> list[str]:
 
 
 def ladder_rows(result: dict) -> list[list[str]]:
+    from ..judge.compare import mfu_text, peak_text
+
     rows = []
     notes = rung_notes(result)
     prev = None
@@ -157,8 +158,8 @@ def ladder_rows(result: dict) -> list[list[str]]:
                 "ok",
                 samples_text(r),
                 *speedups,
-                _num(r.get("peak_memory_gib"), ".1f"),
-                _num(r.get("mfu"), ".1f", 100) + ("%" if r.get("mfu") is not None else ""),
+                peak_text(r),
+                mfu_text(r),
                 _num(r.get("compile_s"), ".1f"),
                 _parity(r.get("loss_parity")),
                 "; ".join(notes[r["name"]]),
