@@ -384,14 +384,15 @@ def test_per_card_table_has_a_column_group_per_card_and_verdicts_per_card():
     del h100["floor"]  # a card without a floor of its own shows no share
     cols = compare.columns([(str(path), h200), ("h100.json", h100)])["pi05-loongforge"]
     headers, rows = compare.comparison_table("pi05-loongforge", cols, per_card=True)
-    group = ["samples/s", "speedup", "% of floor", "MFU", "peak GiB"]
+    group = ["samples/s", "speedup", "% of floor", "MFU", "peak GiB", "data wait"]
     assert headers == ["rung"] + [f"{card} {what}" for card in ("h200", "h100") for what in group]
     for row, rec in zip(rows, h200["rungs"]):
-        assert row[0] == rec["name"] and row[1] == row[6] == compare.rate_text(rec)
+        assert row[0] == rec["name"] and row[1] == row[7] == compare.rate_text(rec)
         assert row[2] == compare.speedup_text(h200, rec["name"])
         knobs = get_family("pi05").knobs(rec["options"])
-        assert row[3] == f"{floor_share(rec, h200['floor'], knobs.fp8_linears):.0%}" and row[8] == "-"
+        assert row[3] == f"{floor_share(rec, h200['floor'], knobs.fp8_linears):.0%}" and row[9] == "-"
         assert row[4] == f"{100 * rec['mfu']:.1f}%" and row[5] == f"{rec['peak_memory_gib']:.1f}"
+        assert row[6] == "-"  # synthetic batches: no input pipeline to wait for
     assert compare.comparison_table("pi05-loongforge", cols)[0][1:3] == ["h200 samples/s", "h200 speedup"]
     figures = [f for f in FIGURES.values() if (f.ours or {}).get("scenario") == "pi05-loongforge"]
     headers, rows = compare.card_verdicts("pi05-loongforge", cols, figures)
@@ -400,6 +401,19 @@ def test_per_card_table_has_a_column_group_per_card_and_verdicts_per_card():
         for cell, col in zip(row[2:], cols):
             v = compare.judge(f, col)  # the verdict table's judgement, one cell per card
             assert cell == f"{v.verdict} ({v.ours})"
+
+
+def test_per_card_tables_show_each_card_s_host_and_data_wait():
+    """GR00T's community rung reads a dataset through loader workers: its wait is shown per card, with the host."""
+    result = load_result(ROOT / "results" / "h200" / "gr00t-loongforge.json")
+    other = as_card(result)
+    other["provenance"]["host"] = {"cpu_model": "Test CPU 9000", "cpus_visible": 16, "cpu_count": 32}
+    cols = compare.columns([("a.json", result), ("b.json", other)])["gr00t-loongforge"]
+    text = compare._per_card_part("gr00t-loongforge", cols, None, "simple")
+    community = next(r for r in result["rungs"] if r["name"] == "community")
+    wait = f"{community['data_wait_share']:.1%} ({community['data_wait_ms']:.0f} ms)"
+    assert next(line for line in text.splitlines() if line.startswith("community ")).count(wait) == 2
+    assert "h200 data wait" in text and "host not recorded" in text and "host Test CPU 9000, 16 cores visible" in text
 
 
 def test_cli_compare_per_card_reads_a_results_directory(tmp_path, capsys):

@@ -104,7 +104,7 @@ def _published_cell(figures: list[Figure], scenario: str, rung: str, first_rung:
 
 # What each result (card) shows per rung: the pair by default, the whole group with `per_card` (docs/hardware.md)
 PAIR = ("samples/s", "speedup")
-CARD_GROUP = (*PAIR, "% of floor", "MFU", "peak GiB")
+CARD_GROUP = (*PAIR, "% of floor", "MFU", "peak GiB", "data wait")
 
 
 def mfu_text(rec: dict) -> str:
@@ -131,12 +131,27 @@ def floor_text(result: dict, rec: dict, knobs=None) -> str | None:
     return None if share is None else f"{share:.0%}"
 
 
+def data_wait_text(rec: dict) -> str:
+    """The share of the step spent waiting for the input pipeline ("-" for batches made up front on the device)."""
+    if rec.get("data_wait_share") is None:
+        return "-"
+    return f"{rec['data_wait_share']:.1%} ({rec['data_wait_ms']:.0f} ms)"
+
+
+def host_text(result: dict) -> str:
+    """The host that fed the card: a rung reading a dataset is as fast as its CPU cores let the loader be."""
+    host = result["provenance"].get("host")
+    if not host:
+        return "host not recorded (the result predates host facts)"
+    return f"host {host['cpu_model']}, {host['cpus_visible']} cores visible"
+
+
 def _card_cells(result: dict, rec: dict | None, width: int) -> list[str]:
     """One rung's cells in a result's column group (`width` of CARD_GROUP); its status where it is not ok."""
     if rec is None or rec["status"] != "ok":
         return [rec["status"] if rec else "-"] + [""] * (width - 1)
     cells = [rate_text(rec), speedup_text(result, rec["name"]), floor_text(result, rec) or "-"]
-    return (cells + [mfu_text(rec), peak_text(rec)])[:width]
+    return (cells + [mfu_text(rec), peak_text(rec), data_wait_text(rec)])[:width]
 
 
 def comparison_table(
@@ -400,7 +415,7 @@ def card_verdicts(scenario: str, cols: list[Column], figures: list[Figure]) -> t
 
 PER_CARD_TITLE = (
     "per card: samples/s [95% interval] xN repeats, speedup over the card's first rung, % of the card's kernel "
-    "floor, MFU, peak GiB"
+    "floor, MFU, peak GiB, the share of the step spent waiting for data"
 )
 
 
@@ -410,6 +425,7 @@ def _per_card_part(scenario: str, cols: list[Column], figures: list[Figure] | No
     text = f"{heading}{scenario}: {PER_CARD_TITLE}\n\n" + tabulate(
         rows, headers=headers, tablefmt=fmt, disable_numparse=True
     )
+    text += "\n\n" + "\n".join(f"- {col.label}: {_where_ours(col)}, {host_text(col.result)}" for col in cols)
     headers, rows = card_verdicts(scenario, cols, figures or [])
     if rows:
         text += f"\n\nPublished figures of {scenario}, per card:\n\n"
