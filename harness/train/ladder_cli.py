@@ -76,14 +76,14 @@ def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
 
 
 def plan_from_args(args) -> LadderPlan:
-    from ..arguments import resolve_target
+    from ..arguments import resolve_target, workload_flag
     from ..scenario import load_scenario
 
     for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--eval-workers", args.eval_workers)):
         at_least(flag, value, 1, "a positive number")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
-    at_least("--seed", args.seed, 0, "a non-negative seed")
+    workload_flag("--seed", "seed", args.seed)
     scenario = load_scenario(args.scenario)
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
