@@ -3,11 +3,17 @@ costed before a rung builds, a train-ladder checks the simulator and its --resum
 broken dataset is one line before any training or timing starts. docs/reliability.md lists each guarantee with
 the test that shows it."""
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
+from harness.data import lerobot_format as fmt
+from harness.data.dataset import preflight
+from harness.data.synthetic import synthetic_episodes
+from harness.data.writer import write_dataset
 
 SCENARIO = """\
 name: bounds
@@ -80,3 +86,63 @@ def test_a_command_line_size_beyond_the_workload_bound_is_refused(tmp_path, caps
     args = [a.format(s=scenario, d=tmp_path / "no-dataset") for a in args]
     err = one_line_error(capsys, args)
     assert err == f"vlabench: error: {expected}"
+
+
+# ---- a broken dataset is one line before training or timing starts ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data") / "ds"
+    write_dataset(root, synthetic_episodes(2, image_size=32, lengths=(12, 16)), fmt.libero_features(32))
+    return root
+
+
+VIDEO = fmt.VIDEO_PATH.format(video_key=fmt.LIBERO_CAMERAS[1], chunk_index=0, file_index=0)
+
+
+def video_of(root: Path) -> Path:
+    return root / VIDEO
+
+
+def truncate(path: Path, keep: float) -> None:
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
+
+def set_fps(root: Path, fps: int) -> None:
+    info = root / fmt.INFO_PATH
+    info.write_text(json.dumps({**json.loads(info.read_text()), "fps": fps}))
+
+
+CORRUPTIONS = {
+    # name: (how to break a copy of the dataset, the file the line names, what it says)
+    "truncated-parquet": (lambda r: truncate(r / "data/chunk-000/file-000.parquet", 0.5),
+                          "data/chunk-000/file-000.parquet", "expected a readable parquet file"),
+    "missing-video": (lambda r: video_of(r).unlink(), VIDEO, "got no such file"),
+    "empty-video": (lambda r: truncate(video_of(r), 0), VIDEO, "got an empty file"),
+    "truncated-video": (lambda r: truncate(video_of(r), 0.6), VIDEO, "expected a frame at"),
+    "fps-30-over-10": (lambda r: set_fps(r, 30), "meta/info.json", "meta/info.json: fps: expected 10 (the frame rate of videos/"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_a_broken_dataset_is_one_line_before_anything_builds(small_dataset, tmp_path, capsys, command, corruption):
+    breaks, file, says = CORRUPTIONS[corruption]
+    root = tmp_path / "ds"
+    shutil.copytree(small_dataset, root)
+    breaks(root)
+    scenario = scenario_file(tmp_path)
+    out = tmp_path / "out"
+    args = {
+        "run": ["run", scenario, "--target", "cpu", "--dataset", root, "--out", out],
+        "train": ["train", scenario, "--target", "cpu", "--rung", "community", "--dataset", root, "--steps", "1",
+                  "--out", out],
+    }[command]  # fmt: skip
+    err = one_line_error(capsys, args)
+    assert f"{root / file}" in err and says in err, err
+    assert not out.exists()
+
+
+def test_the_dataset_as_written_passes_the_checks(small_dataset):
+    assert preflight(small_dataset).fps == 10

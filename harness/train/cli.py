@@ -69,7 +69,7 @@ def _recipe(args) -> Recipe:
 
 def _check_dataset(path: str) -> None:
     """A missing or broken dataset is one line before anything is built."""
-    from ..data.dataset import load_meta
+    from ..data.dataset import preflight
     from ..data.errors import DatasetError
 
     if not Path(path).exists():
@@ -79,7 +79,7 @@ def _check_dataset(path: str) -> None:
             f"a LeRobotDataset v3.0 folder (make one: vlabench make-dataset --source synthetic --episodes 20 --out {path})",
             "no such folder",
         )
-    load_meta(Path(path))
+    preflight(path)
 
 
 def plan_from_args(args):
