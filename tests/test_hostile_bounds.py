@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import harness.eval.sim
 from harness.cli import main
 from harness.data import lerobot_format as fmt
 from harness.data.dataset import preflight
@@ -146,3 +147,33 @@ def test_a_broken_dataset_is_one_line_before_anything_builds(small_dataset, tmp_
 
 def test_the_dataset_as_written_passes_the_checks(small_dataset):
     assert preflight(small_dataset).fps == 10
+
+
+# ---- train-ladder: what it needs after training is checked before it trains ------------------------------------
+
+TRAIN_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "pi05-libero-train.yaml"
+
+
+def train_ladder(out: Path, *extra) -> list:
+    return ["train-ladder", TRAIN_SCENARIO, "--target", "cpu", "--steps", "1", "--out", out, *extra]
+
+
+def test_train_ladder_refuses_before_training_when_the_sim_extra_is_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the CPU target's dataset would be made under runs/ here
+    monkeypatch.setattr(harness.eval.sim, "SIM_PACKAGES", (*harness.eval.sim.SIM_PACKAGES, "vlabench_no_such_sim"))
+    err = one_line_error(capsys, train_ladder(tmp_path / "tl"))
+    assert f"{TRAIN_SCENARIO}: eval: expected the sim extra" in err and "got missing vlabench_no_such_sim" in err
+    assert files_under(tmp_path) == set()  # nothing trained, no dataset made, no result
+
+
+@pytest.mark.parametrize("made", [True, False])
+def test_train_ladder_resume_refuses_a_folder_that_is_not_a_ladder(tmp_path, capsys, monkeypatch, made):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "not-a-ladder"
+    if made:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine\n")
+    before = files_under(tmp_path)
+    err = one_line_error(capsys, train_ladder(out, "--resume"))
+    assert "--resume: expected an --out folder of a train-ladder (train-ladder.json) to continue" in err
+    assert str(out) in err and files_under(tmp_path) == before

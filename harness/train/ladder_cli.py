@@ -69,6 +69,23 @@ def _dataset(scenario, target) -> str:
     return data.dataset
 
 
+def _check_simulator(scenario) -> None:
+    """Every rung is evaluated in LIBERO after it trains: a missing sim extra is one line before the first rung
+    trains, not an error after each has trained for minutes."""
+    from models.extras import pip_install
+
+    from ..eval.sim import missing_packages
+
+    missing = missing_packages()
+    if missing:
+        raise InputError(
+            scenario.path,
+            "eval",
+            f"the sim extra for the LIBERO evaluation of each trained rung ({pip_install('sim')})",
+            f"missing {', '.join(missing)}",
+        )
+
+
 def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
     from ..arguments import chosen_rungs
 
@@ -94,9 +111,13 @@ def plan_from_args(args) -> LadderPlan:
     )
     if (out / RESULT_FILE).exists() and not args.resume:
         raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --resume)", str(out))
+    if args.resume and not (out / RESULT_FILE).exists():  # not a ladder: a fresh one inside it is not what was asked
+        got = f"{out}, which holds no {RESULT_FILE}" if out.exists() else f"{out}: no such folder"
+        raise InputError("--resume", None, f"an --out folder of a train-ladder ({RESULT_FILE}) to continue", got)
     check_writable(out / RESULT_FILE, "--out")
     steps = args.steps or block.steps
     rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
+    _check_simulator(scenario)
     return LadderPlan(
         scenario=scenario,
         target=target,
