@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import harness.eval.sim
+import harness.ladder.memory_plan
 from harness.cli import main
 from harness.data import lerobot_format as fmt
 from harness.data.dataset import preflight
@@ -177,3 +178,55 @@ def test_train_ladder_resume_refuses_a_folder_that_is_not_a_ladder(tmp_path, cap
     err = one_line_error(capsys, train_ladder(out, "--resume"))
     assert "--resume: expected an --out folder of a train-ladder (train-ladder.json) to continue" in err
     assert str(out) in err and files_under(tmp_path) == before
+
+
+# ---- a target the scenario does not list is costed before a rung builds ----------------------------------------
+
+GPU_ONLY = "h200: {batch_size: 32}"  # the full model in bf16: its weights, gradients and AdamW state alone are 25 GiB
+
+
+def gpu_only_scenario(folder: Path) -> Path:
+    path = scenario_file(folder, targets=GPU_ONLY)
+    path.write_text(path.read_text().replace("dtype: fp32", "dtype: bf16"))
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_an_unlisted_target_whose_model_cannot_fit_is_refused_before_it_builds(
+    small_dataset, tmp_path, capsys, monkeypatch, command
+):
+    monkeypatch.setattr(
+        harness.ladder.memory_plan, "host_available_gib", lambda: 8.0
+    )  # a small host, whatever runs this
+    scenario, out = gpu_only_scenario(tmp_path), tmp_path / "out"
+    args = {
+        "run": ["run", scenario, "--target", "cpu", "--out", out],
+        "train": ["train", scenario, "--target", "cpu", "--rung", "community", "--dataset", small_dataset,
+                  "--steps", "1", "--out", out],
+    }[command]  # fmt: skip
+    err = one_line_error(capsys, args)
+    assert err == (
+        f"vlabench: error: {scenario}: targets: expected a target it lists (h200), or a cpu: entry with a small "
+        "model_size (e.g. cpu: {model_size: tiny}), got cpu, not listed, whose workload needs 25.0 GiB (the full "
+        "model's weights, gradients and AdamW state, before activations), the host has 8.0 available"
+    )
+    assert not out.exists()
+
+
+def test_the_estimate_counts_what_the_built_model_holds(tmp_path):
+    """state_bytes on the meta device is the weights, gradients and AdamW moments of the model a rung builds."""
+    import torch
+
+    import models
+    from harness.machine.hardware import get_target
+    from harness.scenario import load_scenario
+    from harness.spec import scenario_spec
+
+    path = scenario_file(tmp_path, targets="h200: {batch_size: 32}")
+    path.write_text(path.read_text().replace("dtype: fp32", "dtype: fp32, model_size: tiny"))
+    scenario = load_scenario(path)
+    family = models.get_family("pi05")
+    spec = scenario_spec(scenario, get_target("cpu"))  # unlisted, tiny: fits any host
+    built = family.build("tiny", family.parse_options({}), spec.workload, torch.device("cpu"), torch.float32, 0)
+    params = sum(p.numel() for p in built.model.parameters())
+    assert family.state_bytes("tiny", spec.workload) == params * 4 * 4  # fp32: weight, gradient, two moments

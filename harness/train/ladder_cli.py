@@ -94,6 +94,7 @@ def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
 
 def plan_from_args(args) -> LadderPlan:
     from ..arguments import resolve_target, workload_flag
+    from ..ladder.memory_plan import check_unlisted_target
     from ..scenario import load_scenario
 
     for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--eval-workers", args.eval_workers)):
@@ -118,6 +119,7 @@ def plan_from_args(args) -> LadderPlan:
     steps = args.steps or block.steps
     rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
     _check_simulator(scenario)
+    check_unlisted_target(scenario, target, scenario.workload_for(target.name))  # before the first rung builds
     return LadderPlan(
         scenario=scenario,
         target=target,
