@@ -1,9 +1,13 @@
-"""Command-line values that several commands read the same way: a fraction (`5%`), the target to run on, the
-rungs to run."""
+"""Command-line values that several commands read the same way: a fraction (`5%`), a workload field's override,
+the target to run on, the rungs to run."""
 
 from __future__ import annotations
 
 import re
+from typing import get_type_hints
+
+from models.schema import SchemaError, parse_value
+from models.workload import Workload
 
 from .errors import InputError
 from .machine.hardware import TARGETS, detect_target, get_target
@@ -33,6 +37,17 @@ def fraction(name: str, text: str) -> float:
     if value is None:
         raise InputError(name, None, "a percentage like 5% or a fraction like 0.05", repr(text))
     return value
+
+
+def workload_flag(flag: str, field: str, value) -> None:
+    """A command-line override of a workload field (None: not given), held to the bounds a scenario file's value
+    has (models/workload.py): one line naming the flag."""
+    if value is None:
+        return
+    try:
+        parse_value(get_type_hints(Workload, include_extras=True)[field], value, None)
+    except SchemaError as e:
+        raise InputError(flag, None, e.expected, e.got) from None
 
 
 def resolve_target(scenario, name: str | None):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from models import get_family
 
 from .errors import InputError
+from .ladder.memory_plan import check_unlisted_target
 from .machine.hardware import Target
 from .scenario import Rung, Scenario, Workload
 
@@ -65,6 +66,7 @@ def scenario_spec(
     sizes = get_family(scenario.model).sizes
     if workload.model_size not in sizes:
         raise InputError("--model-size", None, "one of " + ", ".join(sizes), repr(workload.model_size))
+    check_unlisted_target(scenario, target, workload)
     # what one forward sees; a training step sums grad_accum of them
     workload = dataclasses.replace(workload, batch_size=workload.batch_size // grad_accum)
     spec = RungSpec(scenario.model, target.backend, workload, peak_flops=target.peak_bf16_flops, grad_accum=grad_accum)

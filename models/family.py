@@ -232,6 +232,11 @@ class ModelFamily:
         default calls the model, whose forward is the loss."""
         return model(batch)
 
+    def state_bytes(self, size: str, workload: Workload) -> int | None:
+        """What training holds beside its activations (weights, gradients, AdamW's two moments), counted on a model
+        built on the meta device, which allocates nothing (`training_state_bytes`); None: the family cannot say."""
+        return None
+
     def flops_per_sample(self, size: str, workload: Workload) -> float:
         """Useful (analytic) training FLOPs per sample: no recompute, no padding."""
         raise NotImplementedError
@@ -303,6 +308,12 @@ def _field_types(options_type: type | None) -> dict:
         return get_type_hints(options_type)
     except (NameError, TypeError):
         return {}
+
+
+def training_state_bytes(model: nn.Module) -> int:
+    """Every weight at its dtype, and for each trainable one its gradient and AdamW's two moments (torch keeps
+    them in the weight's dtype)."""
+    return sum(p.numel() * p.element_size() * (4 if p.requires_grad else 1) for p in model.parameters())
 
 
 def standard_step(

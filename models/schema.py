@@ -90,7 +90,7 @@ class Bounds:
             return "a positive integer"
         if self.low is not None and self.high is not None:
             return (
-                f"an {noun} {self.low:g}..{self.high:g}"
+                f"an {noun} {self.low:.0f}..{self.high:.0f}"  # every digit: 4294967295, not 4.29497e+09
                 if noun == "integer"
                 else f"a {noun} in [{self.low:g}, {self.high:g}]"
             )

@@ -12,21 +12,34 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from .schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, parse, to_plain
+from .schema import POSITIVE, Bounds, parse, to_plain
 
 Dtype = Literal["bf16", "fp32"]
 CompileBackend = Literal["inductor", "aot_eager", "eager"]
 
+# Upper bounds far above any real run (openpi trains at batch 32 with 200 text tokens and 50 actions; a ladder
+# times tens of steps) and low enough that a slip such as `batch_size: 10**12` is one line before anything
+# allocates, not a MemoryError inside a rung. The command line's overrides are held to the same bounds
+# (harness/arguments.py workload_flag).
+BATCH_SIZE = Bounds(1, 65536)
+STEPS = Bounds(0, 100_000)
+TIMED_STEPS = Bounds(1, 100_000)
+CAMERAS = Bounds(1, 16)
+TOKENS = Bounds(0, 8192)
+ACTION_HORIZON = Bounds(1, 1024)
+STATE_PAD = Bounds(1, 1024)
+SEED = Bounds(0, 2**32 - 1)  # derived seeds (seed x 1,000,003 + step) stay within torch's 64-bit seeds
+
 
 @dataclass(frozen=True)
 class Workload:
-    batch_size: Annotated[int, AT_LEAST_ONE]  # per process; a step of several processes trains the product
-    cameras: Annotated[int, AT_LEAST_ONE] = 2
-    text_tokens: Annotated[int, NON_NEGATIVE] = 200
-    action_horizon: Annotated[int, AT_LEAST_ONE] = 50
-    warmup_steps: Annotated[int, NON_NEGATIVE] = 5
-    timed_steps: Annotated[int, AT_LEAST_ONE] = 20
-    seed: Annotated[int, NON_NEGATIVE] = 0
+    batch_size: Annotated[int, BATCH_SIZE]  # per process; a step of several processes trains the product
+    cameras: Annotated[int, CAMERAS] = 2
+    text_tokens: Annotated[int, TOKENS] = 200
+    action_horizon: Annotated[int, ACTION_HORIZON] = 50
+    warmup_steps: Annotated[int, STEPS] = 5
+    timed_steps: Annotated[int, TIMED_STEPS] = 20
+    seed: Annotated[int, SEED] = 0
     dtype: Dtype = "bf16"
     lr: Annotated[float, POSITIVE] = 2.5e-5
     model_size: str = "full"  # one of the family's sizes (the harness checks it against the family)
@@ -36,7 +49,7 @@ class Workload:
     # Pi0.5: the state is padded with zeros to this many values before it is discretised into the prompt
     # (LeRobot's max_state_dim, 32; LIBERO's state has 8 values, and a model trained from scratch needs no room
     # for other robots' states: each padded zero costs prompt tokens)
-    state_pad: Annotated[int, AT_LEAST_ONE] = 32
+    state_pad: Annotated[int, STATE_PAD] = 32
     # The torch.compile backend for compile rungs. The CPU smoke uses aot_eager: it checks graph capture
     # and parity, while inductor's C++ build takes about a minute per graph on 2 cores.
     compile_backend: CompileBackend = "inductor"

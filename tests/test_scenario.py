@@ -105,12 +105,12 @@ def test_missing_required_key(tmp_path):
 @pytest.mark.parametrize(
     "old, new, key, expected, got",
     [
-        ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "a positive integer", "boolean true"),
-        ("timed_steps: 20", "timed_steps: 0", "workload.timed_steps", "a positive integer", "integer 0"),
-        ("seed: 0", "seed: -1", "workload.seed", "an integer >= 0", "integer -1"),
-        ("cameras: 2", "cameras: 2.5", "workload.cameras", "a positive integer", "number 2.5"),
+        ("timed_steps: 20", "timed_steps: true", "workload.timed_steps", "an integer 1..100000", "boolean true"),
+        ("timed_steps: 20", "timed_steps: 0", "workload.timed_steps", "an integer 1..100000", "integer 0"),
+        ("seed: 0", "seed: -1", "workload.seed", "an integer 0..4294967295", "integer -1"),
+        ("cameras: 2", "cameras: 2.5", "workload.cameras", "an integer 1..16", "number 2.5"),
         ("seed: 0}", "seed: 0, batchsize: 3}", "workload.batchsize", "a known key (batch_size, cameras", "unknown key"),
-        ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "a positive integer", "string 'two'"),
+        ("batch_size: 2,", "batch_size: two,", "targets.cpu.batch_size", "an integer 1..65536", "string 'two'"),
         ("lr: 1e-4", "lr: -1", "targets.cpu.lr", "a positive number", "integer -1"),
         ("model_size: tiny", "model_size: huge", "targets.cpu.model_size", "one of full, small, tiny", "string 'huge'"),
         ("seed: 0}", "seed: 0, dtype: fp16}", "workload.dtype", "one of bf16, fp32", "string 'fp16'"),

@@ -376,7 +376,8 @@ def _file_of_row(parts, row: int) -> Path:
 
 
 def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: float = TOLERANCE_S) -> None:
-    """Every video file: present, of the declared frame size, and holding its last needed frame."""
+    """Every video file: present, not empty, at info.json's fps, of the declared frame size, and holding its last
+    needed frame."""
     info_path = meta.root / fmt.INFO_PATH
     for key in meta.cameras:
         if key in meta.image_cameras:
@@ -393,7 +394,19 @@ def check_videos(meta: DatasetMeta, frames: dict[str, np.ndarray], tolerance_s: 
                     f"the {key} video of episodes {eps[0].index}-{eps[-1].index} (per meta/episodes)",
                     "no such file",
                 )
+            if path.stat().st_size == 0:
+                raise DatasetError(
+                    path, None, f"the {key} video of episodes {eps[0].index}-{eps[-1].index}", "an empty file"
+                )
             found = probe(path)
+            # timestamps are frame indices over info.json's fps: another frame rate in the file reads other frames
+            if found["fps"] is not None and abs(found["fps"] - meta.fps) > 1e-3 * meta.fps:
+                raise DatasetError(
+                    info_path,
+                    "fps",
+                    f"{found['fps']:g} (the frame rate of {path.relative_to(meta.root)})",
+                    f"{meta.fps:g}",
+                )
             if (found["height"], found["width"]) != (height, width):
                 raise DatasetError(
                     info_path,
@@ -438,6 +451,15 @@ def check_images(meta: DatasetMeta, images: ImageRows) -> None:
                     f"{path.relative_to(meta.root)})",
                     str(meta.features[key]["shape"]),
                 )
+
+
+def preflight(root: str | Path) -> DatasetMeta:
+    """Every check opening the dataset makes (info.json, tasks, the episode table, every data file read, every video
+    file and image column as check_videos and check_images see them), made before a rung builds or a training starts:
+    a broken dataset is one line then, not an error inside each rung after its model is built."""
+    dataset = LeRobotV3Dataset(root)
+    dataset.close()
+    return dataset.meta
 
 
 # ----------------------------------------------------------------------------------------------- the dataset

@@ -116,7 +116,8 @@ class VideoFileWriter:
 
 
 def probe(path: Path) -> dict:
-    """What the file's first video stream is: width, height, codec, frames, duration_s."""
+    """What the file's first video stream is: width, height, codec, frames, duration_s, fps (None where the container
+    does not say); read from the container's metadata, nothing decoded."""
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -129,6 +130,7 @@ def probe(path: Path) -> dict:
                 "codec": stream.codec_context.name,
                 "frames": stream.frames,
                 "duration_s": float(duration or 0),
+                "fps": float(stream.average_rate) if stream.average_rate else None,
             }
     except av.FFmpegError as exc:
         raise DatasetError(path, None, "a readable MP4", f"{type(exc).__name__}: {exc.strerror or exc}") from None

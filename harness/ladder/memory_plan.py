@@ -11,6 +11,9 @@ A planned rung keeps its written recompute where the card has room for it (the p
 the plan with the least predicted extra step time (harness/ladder/sweep.py plan_recompute) whose predicted peak fits
 the card's memory less the scenario's margin. One plan serves every planned rung of the ladder, so the rungs after it
 still differ from each other by their own switch alone.
+
+A target the scenario does not list has no evidence: before a rung builds there, the family's weights, gradients and
+AdamW state (counted on the meta device) are set against the card's memory, or on a CPU the host's available memory.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from models import get_family
 from models.schema import SchemaError
 
 from ..errors import InputError
+from ..machine.hardware import Target, get_device
 from ..scenario import Rung, Scenario, Workload
 from .sweep import BASE, plan_recompute, sweep_rows
 
@@ -153,7 +157,51 @@ class MemoryPlanner:
         return rung, None, None
 
     def _too_big(self, need: float, why: str) -> str:
-        return f"needs {need:.1f} GiB ({why}), the card has {self.card_gib:.1f}"
+        return too_big(need, why, self.card_gib)
+
+
+def too_big(need: float, why: str, have: float, holder: str = "the card", more: str = "") -> str:
+    return f"needs {need:.1f} GiB ({why}), {holder} has {have:.1f}{more}"
+
+
+def host_available_gib() -> float | None:
+    """The host's available memory (MemAvailable: free plus what the kernel can reclaim); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def check_unlisted_target(scenario: Scenario, target: Target, workload: Workload) -> None:
+    """On a target the scenario does not list (its workload runs unchanged, sized for the listed ones), refuse in one
+    line a workload whose model cannot fit before a rung builds it, instead of training it for minutes until it
+    runs out of memory or swaps. The estimate leaves out activations, so what it refuses cannot fit."""
+    if scenario.lists_target(target.name):
+        return
+    state = get_family(scenario.model).state_bytes(workload.model_size, workload)
+    if target.backend == "cpu":
+        have, holder, more = host_available_gib(), "the host", " available"
+    else:
+        try:
+            have, holder, more = get_device(target.backend, target_name=target.name).total_memory_gib(), "the card", ""
+        except RuntimeError:  # no such device here: the run says so in its own line
+            have = None
+    if state is None or have is None or state / 2**30 <= have:
+        return
+    why = f"the {workload.model_size} model's weights, gradients and AdamW state, before activations"
+    smoke = (
+        "" if "cpu" in scenario.targets else ", or a cpu: entry with a small model_size (e.g. cpu: {model_size: tiny})"
+    )
+    raise InputError(
+        scenario.path,
+        "targets",
+        f"a target it lists ({', '.join(scenario.targets)}){smoke}",
+        f"{target.name}, not listed, whose workload " + too_big(state / 2**30, why, have, holder, more),
+    )
 
 
 def memory_line(plan: dict) -> str:

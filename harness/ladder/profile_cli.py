@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..arguments import resolve_target
+from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_OK, fail
 from ..outputs import at_least, check_out_file
 from .run_cli import with_dataset
@@ -41,7 +41,7 @@ def cmd_profile(args) -> int:
     from .runner import unsupported_reason, with_substitutes
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
-    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    workload_flag("--batch-size", "batch_size", args.batch_size)
     at_least("--top", args.top, 1, "a positive number of kernels")
     at_least("--batches", args.batches, 2, "at least 2 batches")
     if args.data_only and args.synthetic:

@@ -185,7 +185,7 @@ def check_dataset(
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
     from ..data.cli import make_missing
-    from ..data.dataset import load_meta
+    from ..data.dataset import preflight
     from ..data.errors import DatasetError
 
     if data == "synthetic":
@@ -205,7 +205,7 @@ def check_dataset(
             f"synthetic --episodes 20 --out {path}; or run with --dataset PATH)",
             "no such folder",
         )
-    load_meta(path)
+    preflight(path)
 
 
 @dataclasses.dataclass(frozen=True)

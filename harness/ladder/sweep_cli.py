@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..arguments import resolve_target
+from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_FAILED, EXIT_OK, fail
-from ..outputs import at_least, check_out_file, positive_seconds
+from ..outputs import check_out_file, positive_seconds
 from .run_cli import default_out, with_dataset
 
 
@@ -38,9 +38,12 @@ def cmd_recompute_sweep(args) -> int:
     from .sweep import default_rung, sweep_scenario, sweep_table
 
     positive_seconds("--rung-timeout", args.rung_timeout)
-    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
-    at_least("--warmup-steps", args.warmup_steps, 0, "a non-negative number of steps")
-    at_least("--timed-steps", args.timed_steps, 1, "a positive number of steps")
+    for flag, field in (
+        ("--batch-size", "batch_size"),
+        ("--warmup-steps", "warmup_steps"),
+        ("--timed-steps", "timed_steps"),
+    ):
+        workload_flag(flag, field, getattr(args, field))
     scenario = load_scenario(args.scenario)
     if args.dataset:
         scenario = with_dataset(scenario, args.dataset)

@@ -69,7 +69,7 @@ def _recipe(args) -> Recipe:
 
 def _check_dataset(path: str) -> None:
     """A missing or broken dataset is one line before anything is built."""
-    from ..data.dataset import load_meta
+    from ..data.dataset import preflight
     from ..data.errors import DatasetError
 
     if not Path(path).exists():
@@ -79,22 +79,22 @@ def _check_dataset(path: str) -> None:
             f"a LeRobotDataset v3.0 folder (make one: vlabench make-dataset --source synthetic --episodes 20 --out {path})",
             "no such folder",
         )
-    load_meta(Path(path))
+    preflight(path)
 
 
 def plan_from_args(args):
-    from ..arguments import resolve_target
+    from ..arguments import resolve_target, workload_flag
     from ..scenario import load_scenario
     from .setup import TrainPlan
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
-    at_least("--batch-size", args.batch_size, 1, "a positive batch size")
+    workload_flag("--batch-size", "batch_size", args.batch_size)
     at_least("--checkpoint-every", args.checkpoint_every, 1, "a positive number of steps")
     at_least("--keep-checkpoints", args.keep_checkpoints, 1, "at least one checkpoint")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
     at_least("--grad-accum", args.grad_accum, 1, "a positive number of micro-batches")
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
-    at_least("--seed", args.seed, 0, "a non-negative seed")
+    workload_flag("--seed", "seed", args.seed)
     if args.prepared_rows and args.loader != "memory":
         raise InputError("--prepared-rows", None, "--loader memory beside it", f"--loader {args.loader or 'unset'}")
     recipe = _recipe(args)

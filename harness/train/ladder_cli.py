@@ -69,6 +69,23 @@ def _dataset(scenario, target) -> str:
     return data.dataset
 
 
+def _check_simulator(scenario) -> None:
+    """Every rung is evaluated in LIBERO after it trains: a missing sim extra is one line before the first rung
+    trains, not an error after each has trained for minutes."""
+    from models.extras import pip_install
+
+    from ..eval.sim import missing_packages
+
+    missing = missing_packages()
+    if missing:
+        raise InputError(
+            scenario.path,
+            "eval",
+            f"the sim extra for the LIBERO evaluation of each trained rung ({pip_install('sim')})",
+            f"missing {', '.join(missing)}",
+        )
+
+
 def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
     from ..arguments import chosen_rungs
 
@@ -76,14 +93,15 @@ def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
 
 
 def plan_from_args(args) -> LadderPlan:
-    from ..arguments import resolve_target
+    from ..arguments import resolve_target, workload_flag
+    from ..ladder.memory_plan import check_unlisted_target
     from ..scenario import load_scenario
 
     for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--eval-workers", args.eval_workers)):
         at_least(flag, value, 1, "a positive number")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
-    at_least("--seed", args.seed, 0, "a non-negative seed")
+    workload_flag("--seed", "seed", args.seed)
     scenario = load_scenario(args.scenario)
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
@@ -94,9 +112,14 @@ def plan_from_args(args) -> LadderPlan:
     )
     if (out / RESULT_FILE).exists() and not args.resume:
         raise InputError("--out", None, f"a folder without {RESULT_FILE} (or --resume)", str(out))
+    if args.resume and not (out / RESULT_FILE).exists():  # not a ladder: a fresh one inside it is not what was asked
+        got = f"{out}, which holds no {RESULT_FILE}" if out.exists() else f"{out}: no such folder"
+        raise InputError("--resume", None, f"an --out folder of a train-ladder ({RESULT_FILE}) to continue", got)
     check_writable(out / RESULT_FILE, "--out")
     steps = args.steps or block.steps
     rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
+    _check_simulator(scenario)
+    check_unlisted_target(scenario, target, scenario.workload_for(target.name))  # before the first rung builds
     return LadderPlan(
         scenario=scenario,
         target=target,

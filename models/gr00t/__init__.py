@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..clipped_adamw import ClippedAdamW
-from ..family import Built, Knobs, ModelFamily, Step, standard_step
+from ..family import Built, Knobs, ModelFamily, Step, standard_step, training_state_bytes
 from ..recompute import RecomputePatterns
 from ..schema import SchemaError
 from ..weight_copies import copyable, weight_copies
@@ -162,6 +162,14 @@ class Gr00tFamily(ModelFamily):
         model.default_horizon = workload.action_horizon
         applied = apply_options(model, options, workload.compile_backend)
         return Built(model.train(), applied)
+
+    def state_bytes(self, size: str, workload: Workload) -> int:
+        """N1.6 fine-tuning's trainable set at build's precision; the frozen weights hold no optimizer state."""
+        with torch.device("meta"):
+            model = Gr00tModel(SIZES[size])
+        set_trainable(model)
+        apply_mixed_precision(model, torch.bfloat16 if workload.dtype == "bf16" else torch.float32)
+        return training_state_bytes(model)
 
     def optimizer(
         self, model: torch.nn.Module, options: Gr00tOptions, workload: Workload, backend: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..clipped_adamw import ClippedAdamW, FusedClippedAdamW
-from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step
+from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step, training_state_bytes
 from ..normalize import Normalizer
 from ..tokenizers import BUILTIN, StandInTokenizer, builtin_tokenizer, load_sentencepiece
 from ..triton_adamw import TritonClippedAdamW
@@ -131,6 +131,11 @@ class Pi05Family(ModelFamily):
         model.default_horizon = workload.action_horizon
         applied = apply_options(model, options, workload.compile_backend)
         return Built(model.train(), applied)
+
+    def state_bytes(self, size: str, workload: Workload) -> int:
+        with torch.device("meta"):
+            model = Pi05Model(SIZES[size]).to(torch.bfloat16 if workload.dtype == "bf16" else torch.float32)
+        return training_state_bytes(model)
 
     def prepare_for_ddp(self, built: Built, flags: DdpFlags) -> list[str]:
         """DDP that does not search for unused parameters must not hold any: freeze those the loss never
