@@ -106,3 +106,119 @@ def test_passing_gate_piped_into_head_exits_0():
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert len(done.stdout.splitlines()) == 1
+
+
+# ---- results checked on load: impossible counts, names written twice, blocks of the wrong type -----------------
+
+
+def _train_ladder() -> dict:
+    return json.loads(TRAIN_LADDER.read_text())
+
+
+def _suite(data, rung=1):
+    return data["train_ladder"]["rungs"][rung]["success_rate"]
+
+
+def _set(entry, **values):
+    entry.update(values)
+    if "successes" in values or "trials" in values:
+        entry.pop("rate", None)  # the rate is checked against the counts too; here the counts are the subject
+
+
+TRAIN_LADDER_BREAKS = {
+    "successes above trials": (lambda d: _set(_suite(d)["libero_spatial"], successes=150), "successes", "at most"),
+    "negative successes": (lambda d: _set(_suite(d)["libero_spatial"], successes=-5), "successes", "-5"),
+    "zero trials": (lambda d: _set(_suite(d)["libero_spatial"], trials=0), "trials", "positive integer"),
+    "a task's successes above its trials": (
+        lambda d: _set(_suite(d)["libero_spatial/3"], successes=11),
+        "libero_spatial/3.successes",
+        "at most trials (10)",
+    ),
+    "rungs not a list": (lambda d: d["train_ladder"].update(rungs="oops"), "train_ladder.rungs", "a list"),
+    "a rung twice": (
+        lambda d: d["train_ladder"]["rungs"].append(copy_of(d["train_ladder"]["rungs"][1])),
+        "train_ladder.rungs[3].name",
+        "once",
+    ),
+    "a reference that names no rung": (
+        lambda d: d["train_ladder"].update(reference="no-such-rung"),
+        "train_ladder.reference",
+        "no-such-rung",
+    ),
+    "a rate its counts do not give": (
+        lambda d: _suite(d)["libero_spatial"].update(rate=0.5),
+        "libero_spatial.rate",
+        "successes / trials",
+    ),
+}
+
+
+def copy_of(value):
+    return json.loads(json.dumps(value))
+
+
+@pytest.mark.parametrize("command", ["show", "gate", "compare"])
+@pytest.mark.parametrize("case", list(TRAIN_LADDER_BREAKS))
+def test_impossible_train_ladder_is_one_line_exit_2(tmp_path, capsys, case, command):
+    data = _train_ladder()
+    change, key, words = TRAIN_LADDER_BREAKS[case]
+    change(data)
+    path = write(tmp_path, "train-ladder.json", data)
+    argv = {"show": ["show", path], "gate": ["gate", path, "--baseline", TRAIN_LADDER], "compare": ["compare", path]}
+    one_line_exit_2(capsys, argv[command], str(path), key, words)
+
+
+def test_committed_train_ladder_still_gates_and_shows(capsys):
+    # inconclusive, not refused: a 1% recorded rate is too close to zero for any drop to show
+    assert main(["gate", str(TRAIN_LADDER), "--baseline", str(TRAIN_LADDER)]) == 3
+    assert main(["show", str(TRAIN_LADDER)]) == 0
+    assert "-5.0%" not in capsys.readouterr().out
+
+
+def _ladder() -> dict:
+    return json.loads(LADDER.read_text())
+
+
+def _first_result(kind: str) -> dict:
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        data = json.loads(path.read_text())
+        if data.get("kind") == kind and data.get("schema"):
+            return data
+    raise AssertionError(kind)
+
+
+OTHER_KINDS = {
+    "ladder: a rung twice": (_ladder, lambda d: d["rungs"].append(copy_of(d["rungs"][-1])), "rungs[7].name"),
+    "ladder: rungs not a list": (_ladder, lambda d: d.update(rungs="oops"), "rungs"),
+    "eval: successes above trials": (
+        lambda: _first_result("eval"),
+        lambda d: next(iter(d["success_rate"].values())).update(successes=10**6),
+        "success_rate.",
+    ),
+    "eval: a rate its counts do not give": (
+        lambda: _first_result("eval"),
+        lambda d: d.pop("episodes") and next(iter(d["success_rate"].values())).update(rate=2.0),
+        ".rate",
+    ),
+    "train: steps done beyond those planned": (
+        lambda: _first_result("train"),
+        lambda d: d["train"].update(steps_done=d["train"]["steps_planned"] + 1),
+        "train.steps_done",
+    ),
+    "train: a block of the wrong type": (lambda: _first_result("train"), lambda d: d.update(train=[1]), "train"),
+    "floor: negative FLOPs": (lambda: _first_result("floor"), lambda d: d["floor"].update(flops=-1.0), "floor.flops"),
+    "sweep: a rung twice": (
+        lambda: _first_result("recompute-sweep"),
+        lambda d: d["rungs"].append(copy_of(d["rungs"][0])),
+        "name",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER_KINDS))
+def test_impossible_results_of_other_kinds_are_one_line_exit_2(tmp_path, capsys, case):
+    make, change, key = OTHER_KINDS[case]
+    data = make()
+    change(data)
+    path = write(tmp_path, "result.json", data)
+    one_line_exit_2(capsys, ["show", path], str(path), key)
