@@ -287,6 +287,8 @@ def load_result(path) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         fail(f"line {e.lineno}", "valid JSON", e.msg)
+    except RecursionError:  # arrays or objects nested thousands deep
+        fail(None, "JSON nested as deep as the parser allows", "deeper nesting")
     if not isinstance(data, dict):
         fail("(top level)", "a JSON object", describe(data))
     try:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,96 @@ def test_impossible_results_of_other_kinds_are_one_line_exit_2(tmp_path, capsys,
     change(data)
     path = write(tmp_path, "result.json", data)
     one_line_exit_2(capsys, ["show", path], str(path), key)
+
+
+# ---- YAML that would take minutes, gigabytes or the whole stack ------------------------------------------------
+
+SCENARIO = """\
+name: hostile
+model: pi05
+workload: {batch_size: 1, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 1, timed_steps: 2,
+           seed: 0, dtype: fp32}
+ladder:
+  - {name: community, options: {camera_slots: 3}}
+targets:
+  cpu: {model_size: tiny}
+"""
+
+BOMB = "".join(
+    [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n',
+        *(f"{b}: &{b} [*{a},*{a},*{a},*{a},*{a},*{a},*{a},*{a},*{a}]\n" for a, b in zip("abcdefgh", "bcdefghi")),
+    ]
+)
+
+
+def _timed_refusal(capsys, argv, *words):
+    start = time.perf_counter()
+    line = one_line_exit_2(capsys, argv, *words)
+    assert time.perf_counter() - start < 1.0
+    return line
+
+
+def test_yaml_alias_bomb_in_a_string_field_is_refused_at_once(tmp_path, capsys):
+    path = write(tmp_path, "bomb.yaml", BOMB + SCENARIO.replace("name: hostile", "name: hostile\ndescription: *i"))
+    line = _timed_refusal(capsys, ["run", path, "--target", "cpu", "--out", tmp_path / "r.json"], str(path))
+    assert "aliases expanded" in line and len(line) < 300
+
+
+def test_yaml_nested_20000_deep_is_refused_naming_the_file(tmp_path, capsys):
+    path = write(tmp_path, "deep.yaml", SCENARIO + "description: " + "[" * 20000 + "]" * 20000 + "\n")
+    line = _timed_refusal(capsys, ["run", path, "--target", "cpu", "--out", tmp_path / "r.json"], str(path))
+    assert "nesting" in line and "recursion" not in line
+
+
+def test_yaml_nesting_just_past_the_bound_is_refused(tmp_path, capsys):
+    from harness.user_yaml import MAX_DEPTH
+
+    path = write(tmp_path, "deep.yaml", SCENARIO + "description: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n")
+    _timed_refusal(capsys, ["run", path, "--target", "cpu", "--out", tmp_path / "r.json"], str(path), "nesting")
+
+
+def test_error_messages_truncate_the_values_they_describe():
+    from models.schema import describe
+
+    shared = ["x" * 10_000]
+    for _ in range(30):  # 2**30 strings if written out in full
+        shared = [shared, shared]
+    start = time.perf_counter()
+    assert len(describe(shared)) < 100 and len(describe("y" * 10**7)) < 100
+    assert time.perf_counter() - start < 0.1
+
+
+def test_json_result_nested_20000_deep_is_one_line(tmp_path, capsys):
+    path = write(tmp_path, "deep.json", "[" * 20000 + "]" * 20000)
+    _timed_refusal(capsys, ["show", path], str(path), "nesting")
+
+
+# ---- a truncated checkpoint and an unclosed quote -------------------------------------------------------------
+
+
+def test_torchrun_args_with_an_unclosed_quote_is_one_line(tmp_path, capsys):
+    path = write(tmp_path, "s.yaml", SCENARIO)
+    argv = ["run", path, "--target", "cpu", "--out", tmp_path / "r.json", "--torchrun-args", "--rdzv-id 'x"]
+    one_line_exit_2(capsys, argv, "--torchrun-args", "quote")
+
+
+@pytest.mark.parametrize("truncated", ["train_state.safetensors", "model.safetensors"])
+def test_resume_from_a_truncated_checkpoint_is_one_line(tmp_path, truncated):
+    import torch
+    from safetensors.torch import save_file
+
+    from harness.errors import InputError
+    from harness.train.checkpoints import STATE_SCHEMA, checkpoint_dir, load_latest
+
+    folder = checkpoint_dir(tmp_path, 100)
+    folder.mkdir(parents=True)
+    (folder / "train_state.json").write_text(json.dumps({"schema": STATE_SCHEMA, "step": 100}))
+    for name in ("train_state.safetensors", "model.safetensors"):
+        save_file({"w": torch.zeros(1000)}, str(folder / name))
+    assert load_latest(tmp_path).step == 100
+    data = (folder / truncated).read_bytes()
+    (folder / truncated).write_bytes(data[: len(data) // 2])  # a copy or a disk that stopped half-way
+    with pytest.raises(InputError, match="expected a readable training checkpoint") as refused:
+        load_latest(tmp_path)
+    assert "\n" not in str(refused.value) and str(folder) in str(refused.value)
