@@ -316,3 +316,24 @@ def test_resume_from_a_truncated_checkpoint_is_one_line(tmp_path, truncated):
     with pytest.raises(InputError, match="expected a readable training checkpoint") as refused:
         load_latest(tmp_path)
     assert "\n" not in str(refused.value) and str(folder) in str(refused.value)
+
+
+# ---- committed results still load -------------------------------------------------------------------------------
+
+COMMITTED = sorted(p for p in (ROOT / "results").rglob("*.json") if "schema" in json.loads(p.read_text()))
+
+
+def test_every_committed_result_shows(capsys):
+    """Every vlabench result under results/ (a JSON file with a `schema`) shows with exit 0. Script outputs
+    without one (profiles, the Isaac-GR00T reference measurements) are not yet covered: see docs/reliability.md."""
+    assert len(COMMITTED) > 100
+    failed = [str(p) for p in COMMITTED if main(["show", str(p)]) != 0]
+    assert not failed, capsys.readouterr().err
+
+
+def test_a_result_with_an_option_that_no_longer_exists_shows_with_a_note(capsys):
+    stale = ROOT / "results/h200/repeats/pi05-beyond-2026-12-03-siglip-norm-kernels-ea39da1/pair.json"
+    assert main(["show", str(stale)]) == 0
+    assert "options no longer understood by this version (layer_norm: unknown key 'layer_norm')" in (
+        " ".join(capsys.readouterr().out.split())
+    )
