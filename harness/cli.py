@@ -7,9 +7,11 @@ import argparse
 import sys
 
 from models import UnknownFamilyError
+from models.extras import SetupError
+from models.schema import SchemaError
 
 from .data.cli import add_make_dataset_arguments, cmd_make_dataset
-from .errors import InputError, fail
+from .errors import ClosedPipeSafe, InputError, fail, internal_failure
 from .eval.main import add_eval_arguments, cmd_eval
 from .judge.ab import add_ab_arguments, cmd_ab
 from .judge.compare_cli import add_compare_arguments, cmd_compare
@@ -149,7 +151,13 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vlabench", description="Reproduce published VLA training speedups.")
+    parser = argparse.ArgumentParser(
+        prog="vlabench",
+        description="Reproduce published VLA training speedups.",
+        epilog="exit status: 0 success (a gate: pass); 1 a failed check (a gate: regression); 2 unusable input, "
+        "one line naming the file, key or flag; 3 inconclusive (gate-like commands); 4 internal failure, one "
+        "line naming the log file that holds the traceback; 130 interrupted",
+    )
     parser.add_argument("--version", action="version", version=f"vlabench {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_, add_arguments, cmd in COMMANDS:
@@ -162,13 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv  # the command as given, for provenance lines
+    stdout = sys.stdout
+    sys.stdout = ClosedPipeSafe(stdout)  # `vlabench show X | head -1`: the rest is dropped, the exit status kept
     try:
         return args.func(args)
-    except (InputError, RuntimeError, UnknownFamilyError) as exc:  # user errors: one line, no traceback
-        return fail(str(exc).splitlines()[0])
+    except (InputError, SchemaError, SetupError, UnknownFamilyError) as exc:  # the user's input: one line
+        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except KeyboardInterrupt:
         print("\ninterrupted: finished rungs are kept in the result file", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug or a device failure, not the user's input: the traceback goes to a log
+        return internal_failure(exc, args.argv)
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

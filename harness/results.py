@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal, get_args
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Expect, SchemaError, describe, parse
 
 from .errors import InputError
+from .stats.kind_checks import check_kind
 from .stats.result_checks import Mismatch, check_result
 
 SCHEMA = "vlabench.result/1"
@@ -320,6 +321,8 @@ def load_result(path) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         fail(f"line {e.lineno}", "valid JSON", e.msg)
+    except RecursionError:  # arrays or objects nested thousands deep
+        fail(None, "JSON nested as deep as the parser allows", "deeper nesting")
     if not isinstance(data, dict):
         fail("(top level)", "a JSON object", describe(data))
     try:
@@ -327,8 +330,9 @@ def load_result(path) -> dict:
     except SchemaError as e:
         fail(e.key, e.expected, e.got)
     try:
+        check_kind(data)  # counts, names and blocks of the file's kind (harness/stats/kind_checks.py)
         check_result(data)  # figures that must follow from the stored data (harness/stats/result_checks.py)
-    except Mismatch as e:
+    except (Mismatch, SchemaError) as e:
         fail(e.key, e.expected, e.got)
     return data
 

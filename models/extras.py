@@ -6,6 +6,11 @@ newest torch (LIBERO's pull in torchvision, which requires it) and replaces a CP
 from __future__ import annotations
 
 
+class SetupError(RuntimeError):
+    """This machine lacks what the chosen target or option needs (a GPU, an optional package): the user's to fix,
+    so the CLI prints it in one line with the usage exit status (2), not as an internal failure."""
+
+
 def pip_install(extra: str) -> str:
     """`pip install torch==<installed> -e '.[<extra>]'`, as the README writes it (run from the repository root)."""
     import torch

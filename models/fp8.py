@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from torch import nn
 
-from .extras import pip_install
+from .extras import SetupError, pip_install
 from .recompute import name_matches
 
 # tensorwise: one scale per tensor, cuBLAS FP8 GEMM (fastest); rowwise: one scale per row, CUTLASS (more accurate)
@@ -67,7 +67,7 @@ def apply_fp8(
     try:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     except ImportError as err:
-        raise RuntimeError(f"the fp8 rung needs torchao: install vlabench[fp8]: {pip_install('fp8')}") from err
+        raise SetupError(f"the fp8 rung needs torchao: install vlabench[fp8]: {pip_install('fp8')}") from err
     if recipe not in RECIPES:
         raise ValueError(f"unknown fp8 recipe {recipe!r}; expected one of {', '.join(RECIPES)}")
     if isinstance(model, nn.Linear):

@@ -10,14 +10,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .extras import pip_install
+from .extras import SetupError, pip_install
 
 
 def torch_npu_module():
     try:
         import torch_npu
     except ImportError as e:  # the npu extra is optional
-        raise RuntimeError(
+        raise SetupError(
             f"this option needs torch_npu on an Ascend NPU: install vlabench[npu]: {pip_install('npu')}"
         ) from e
     return torch_npu

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import reprlib
 import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -33,6 +34,11 @@ _TYPE_NAMES = {
 }
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 80, 80, 40
+
+
 def describe(value: Any, limit: int = 60) -> str:
     """A short, single-line description of a value for "got ..." messages, e.g. "boolean true"."""
     kind = _TYPE_NAMES.get(type(value), type(value).__name__)
@@ -42,7 +48,8 @@ def describe(value: Any, limit: int = 60) -> str:
         return f"{kind} {str(value).lower()}"  # spelled as the user wrote it in YAML or JSON
     if isinstance(value, tuple):
         value = list(value)
-    text = " ".join(repr(value).split())  # collapse newlines so the message stays on one line
+    # reprlib: a bounded repr, never the whole of a huge or deeply shared value (a YAML alias bomb)
+    text = " ".join(_SHORT.repr(value).split())  # collapse newlines so the message stays on one line
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{kind} {text}"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
-from ..errors import InputError, describe
+from ..errors import InputError, UsageError, describe
 from ..machine.utilisation import UtilisationSampler
 from ..outputs import at_least, check_out_file, positive_seconds
 from ..results import ResultWriter, provenance
@@ -534,7 +534,7 @@ def cmd_eval(args) -> int:
     try:
         result = run_eval(cfg, ["vlabench", *sys.argv[1:]], progress=lambda line: print(line, flush=True))
     except ValueError as e:  # bad task indices, trial counts, checkpoint contents: one line, no traceback
-        raise RuntimeError(str(e)) from None
+        raise UsageError(str(e)) from None
     print()
     print(summary_table(result))
     print(f"\nresult: {result['_path']}")

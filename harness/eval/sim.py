@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.extras import pip_install
+from models.extras import SetupError, pip_install
 
 ASSETS_ENV = "VLABENCH_LIBERO_ASSETS"
 CACHE_ENV = "VLABENCH_CACHE"
@@ -36,7 +36,7 @@ ASSET_SUBDIRS = ("scenes", "stable_scanned_objects")
 ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
-class SimError(RuntimeError):
+class SimError(SetupError):
     """A simulator setup problem, stated in one line with what to do about it."""
 
 

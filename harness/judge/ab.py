@@ -27,7 +27,7 @@ from typing import TextIO
 
 from tabulate import tabulate
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..ladder.processes import run_group, signals_as_interrupt
 from ..outputs import check_new_files, check_out_dir
 from ..results import ResultError, _write_atomic, load_result
@@ -441,7 +441,7 @@ def config_from_args(args) -> Config:
     scenario = load_scenario(args.scenario)
     target, error = _resolve_target(scenario, args.target)
     if error:
-        raise RuntimeError(error)
+        raise UsageError(error)
     rungs = chosen_rungs(scenario, args.rungs) or scenario.rung_names()
     if args.pairs < 2:
         raise InputError("--pairs", None, "at least 2 pairs (one pair gives no interval)", str(args.pairs))

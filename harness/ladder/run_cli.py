@@ -77,6 +77,10 @@ def cmd_run(args) -> int:
     from .runner import run_scenario
 
     positive_seconds("--rung-timeout", args.rung_timeout)
+    try:
+        torchrun_args = shlex.split(args.torchrun_args or "")
+    except ValueError as e:  # an unclosed quote
+        raise InputError("--torchrun-args", None, "shell words (every quote closed)", str(e)) from None
     scenario = load_scenario(args.scenario)
     if scenario.eval is not None and scenario.train is None:  # an evaluation scenario's ladder is a placeholder
         raise InputError(
@@ -107,7 +111,7 @@ def cmd_run(args) -> int:
             append=args.append,
             rung_timeout_s=args.rung_timeout,
             nproc=args.nproc,
-            torchrun_args=shlex.split(args.torchrun_args or ""),
+            torchrun_args=torchrun_args,
             floor=args.floor,
             repeats=args.repeats,
         )

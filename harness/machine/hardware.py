@@ -18,7 +18,7 @@ from typing import Literal, get_args
 
 import torch
 
-from models.extras import pip_install
+from models.extras import SetupError, pip_install
 
 from .backends import BACKENDS, get_backend
 
@@ -269,12 +269,12 @@ def get_device(backend: str, index: int | None = None, target_name: str | None =
         try:
             importlib.import_module(info.extension)
         except ImportError as e:
-            raise RuntimeError(
+            raise SetupError(
                 f"target {target_name or backend} needs {info.extension}; install vlabench[{info.extra}]: "
                 f"{pip_install(info.extra)}"
             ) from e
     elif backend == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
+        raise SetupError(
             f"target {target_name or 'cuda'} needs a CUDA GPU and a CUDA build of torch; "
             f"this torch is {torch.__version__}"
         )

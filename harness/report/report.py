@@ -63,6 +63,31 @@ def plan_note(plan: dict) -> str:
     return f"recompute {chosen} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
 
 
+def _knobs(family, rung: dict, notes: list[str]):
+    """The family's reading of the rung's options; an option this version no longer has (a result from older
+    code) is named in `notes` and the remarks that depend on the options read the family's defaults."""
+    from models.schema import SchemaError
+
+    try:
+        return family.knobs(rung["options"])
+    except SchemaError as e:
+        notes.append(f"options no longer understood by this version ({e.key}: {e.got}); remarks read the defaults")
+        return family.knobs({})
+
+
+def _family_notes(family, prev: dict | None, rung: dict, workload) -> list[str]:
+    """The family's analytic remarks on the rung; none where its options or the previous rung's are ones this
+    version no longer has (_knobs has named them)."""
+    from models.schema import SchemaError
+
+    try:
+        return family.rung_notes(
+            prev["options"] if prev else None, rung["options"], workload, rung.get("world_size") or 1
+        )
+    except SchemaError:
+        return []
+
+
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
@@ -77,7 +102,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
         if r.get("memory_plan"):
             n.append(plan_note(r["memory_plan"]))
         if r["status"] == "ok":
-            knobs = family.knobs(r["options"])
+            knobs = _knobs(family, r, n)
             if (r.get("world_size") or 1) > 1 and r.get("exposed_comm_s") is not None:
                 n.append(
                     f"{r['world_size']} processes: {r['samples_per_s_per_device']:.2f} samples/s each; all-reduce "
@@ -111,7 +136,7 @@ def rung_notes(result: dict) -> dict[str, list[str]]:
             if reserved is not None and peak is not None and reserved > RESERVED_NOTE * peak:
                 # a CUDA graph's private pool is reserved, not allocated, once captured: the allocated peak misses it
                 n.append(f"reserved {reserved:.1f} GiB (allocated peak {peak:.1f})")
-            n += family.rung_notes(prev["options"] if prev else None, r["options"], workload, r.get("world_size") or 1)
+            n += _family_notes(family, prev, r, workload)
             prev = r
         notes[r["name"]] = n
     return notes

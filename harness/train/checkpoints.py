@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, describe
 
 STATE_SCHEMA = "vlabench.train-state/1"
 PREFIX = "step-"
@@ -115,16 +115,23 @@ def load_latest(out: Path) -> SavedState:
     if not found:
         raise InputError(str(out), "checkpoints", "a checkpoint to resume from (--resume)", "none")
     folder = found[-1]
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file
+
     try:
         meta = json.loads((folder / "train_state.json").read_text())
-        from safetensors.torch import load_file
-
         tensors = load_file(str(folder / "train_state.safetensors"))
-    except (OSError, ValueError, RuntimeError) as e:
+        for weights in sorted(folder.glob("*.safetensors")):  # a truncated file fails its header check here
+            with safe_open(str(weights), framework="pt"):
+                pass
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         raise InputError(str(folder), None, "a readable training checkpoint", str(e).splitlines()[0]) from None
-    if meta.get("schema") != STATE_SCHEMA:
-        raise InputError(str(folder / "train_state.json"), "schema", STATE_SCHEMA, repr(meta.get("schema")))
-    return SavedState(folder, int(meta["step"]), meta, tensors)
+    if not isinstance(meta, dict) or meta.get("schema") != STATE_SCHEMA:
+        got = repr(meta.get("schema")) if isinstance(meta, dict) else describe(meta)
+        raise InputError(str(folder / "train_state.json"), "schema", STATE_SCHEMA, got)
+    if not isinstance(meta.get("step"), int) or isinstance(meta.get("step"), bool) or meta["step"] < 0:
+        raise InputError(str(folder / "train_state.json"), "step", "a step count", describe(meta.get("step")))
+    return SavedState(folder, meta["step"], meta, tensors)
 
 
 def check_same_run(saved: dict, now: dict, where: str) -> None:

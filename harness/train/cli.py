@@ -6,7 +6,7 @@ import datetime
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
 from .recipe import OPENPI_PI05_LIBERO, Recipe
 
@@ -101,7 +101,7 @@ def plan_from_args(args):
     scenario = load_scenario(args.scenario)
     target, error = resolve_target(scenario, args.target)
     if error:
-        raise RuntimeError(error)  # already one line naming the flag or the file; printed as the others
+        raise UsageError(error)  # already one line naming the flag or the file
     _check_dataset(args.dataset)
     if args.init != "random" and not Path(args.init).exists():
         raise InputError("--init", None, "random or an existing checkpoint folder or .safetensors file", args.init)

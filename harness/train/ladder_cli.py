@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
 from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
 
@@ -106,7 +106,7 @@ def plan_from_args(args) -> LadderPlan:
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
     if error:
-        raise RuntimeError(error)
+        raise UsageError(error)
     out = Path(
         args.out or Path("runs") / f"train-ladder-{file_name(scenario.name, scenario.path, 'name')}-{target.name}"
     )

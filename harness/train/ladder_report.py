@@ -102,4 +102,6 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
         "one training run: the test counts the evaluation's trials, not how far training runs of other seeds spread "
         "(a repeat with --seed measures that)"
     )
+    if ladder["reference"] not in {r["name"] for r in ladder["rungs"]}:
+        tol += f"; the reference rung, {ladder['reference']}, is not in this file (trained without it): no verdicts"
     return "\n".join([title, tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True), tol])
