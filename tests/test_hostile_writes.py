@@ -241,3 +241,13 @@ def test_ab_refuses_an_out_folder_holding_an_ab_json(tmp_path, capsys, monkeypat
 def test_an_empty_rung_list_is_refused(tmp_path, capsys, rungs):
     err = one_line_error(capsys, ["run", scenario_file(tmp_path), "--target", "cpu", "--rungs", rungs])
     assert "--rungs" in err and "an empty rung list" in err and files_under(tmp_path) == {"s.yaml"}
+
+
+def test_gate_without_a_recorded_baseline_says_how_to_record_one(tmp_path, capsys):
+    """A newcomer's first `gate` on a target with no baseline: the line names the command that records one."""
+    result = json.loads((ROOT / "results" / "h200" / "pi05-loongforge.json").read_text())
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(result))
+    assert main(["gate", str(current), "--results-dir", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert f"vlabench record {current} --results-dir {tmp_path / 'empty'}" in err and "none recorded yet" in err

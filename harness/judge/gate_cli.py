@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ..arguments import fraction
 from ..errors import EXIT_OK, InputError
@@ -40,6 +41,14 @@ def cmd_gate(args) -> int:
     if not 0.5 < limits.confidence < 1:
         raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
     baseline = args.baseline or recorded_baseline_path(load_result(args.current), args.results_dir, args.current)
+    if not args.baseline and not Path(baseline).exists():  # the first gate of a scenario on this target
+        raise InputError(
+            str(baseline),
+            None,
+            "a recorded baseline (record this result as one: vlabench record "
+            f"{args.current} --results-dir {args.results_dir}; or name one with --baseline FILE)",
+            "none recorded yet",
+        )
     rungs = [r.strip() for r in args.rungs.split(",") if r.strip()] if args.rungs else None
     report = gate_files(args.current, baseline, limits, rungs)
     if args.json:
