@@ -71,6 +71,38 @@ def test_false_alarms_stay_at_the_confidence_when_training_runs_spread():
     assert caught >= 0.8
 
 
+@pytest.mark.parametrize(("k", "trials", "spread"), [(3, 100, 0.10), (5, 200, 0.05)])
+def test_the_grid_keeps_false_alarms_at_the_confidence_and_power_rises_with_the_drop(k, trials, spread):
+    """A small version of scripts/train_seeds_power.py's grid (docs/gates.md pastes the full one, 1000 ladders a
+    cell; here 300, each cell's first 300): at no true drop the gate over seeds FAILs at most its 5% (plus the
+    simulation's slack), and the share it FAILs rises with the true drop."""
+    script = _power_script()
+    fails, pooled = script.grid_row(k, trials, spread, 300)
+    assert fails[0] <= 0.05 + 0.03, fails
+    assert fails == sorted(fails) and fails[-1] > fails[1] > fails[0], fails
+    assert fails[-1] >= 0.35  # a 20-point drop: caught in 43% (3 seeds) and 80% (5) of the ladders at 1000 a cell
+
+
+def test_the_t_distribution_in_closed_form_matches_its_integral():
+    """The t-test's p for a whole number of degrees of freedom (harness/stats/spread.py) in closed form, as the
+    numerical integral of the density gives it, and the known quantiles."""
+    import math
+
+    from harness.stats.spread import t_cdf
+
+    def integral(x: float, df: int, n: int = 4000) -> float:
+        log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+        h = abs(x) / n
+        f = [math.exp(log_c - (df + 1) / 2 * math.log1p((i * h) ** 2 / df)) for i in range(n + 1)]
+        half = h / 3 * (f[0] + f[-1] + sum((4 if i % 2 else 2) * f[i] for i in range(1, n)))
+        return 0.5 + half if x > 0 else 0.5 - half
+
+    for df in (1, 2, 3, 4, 5, 9, 30):
+        for x in (-6.0, -2.1, -0.4, 0.3, 1.7, 4.0):
+            assert t_cdf(x, df) == pytest.approx(integral(x, df), abs=1e-9)
+    assert t_cdf(-2.919986, 2) == pytest.approx(0.05, abs=1e-6) and t_cdf(2.131847, 4) == pytest.approx(0.95, abs=1e-6)
+
+
 def _second_seed(tmp_path: Path, successes: dict[str, int], **changes) -> Path:
     result = json.loads(COMMITTED.read_text())
     seeded = copy.deepcopy(result)
