@@ -151,3 +151,29 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     rows = [_row(n, [recs[n] for _, recs in runs if n in recs], ladder, versus) for n in names]
     table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
     return "\n".join([_title(result, [seed for seed, _ in runs]), table, _rule(conv, drop)])
+
+
+def time_to_train(result: dict) -> str | None:
+    """One sentence: how many times faster each rung trained the ladder's steps than the reference, by the whole
+    training's wall time (the mean over the seeds), with the median step's samples/s ratio beside it; None when no
+    rung trained beside the reference."""
+    ladder = result["train_ladder"]
+    reference, runs = ladder["reference"], ladder_runs(result)
+    versus = judge_runs(runs, reference, TrainBlock(steps=1))
+    walls = {
+        name: _mean([recs[name] for _, recs in runs if recs.get(name, {}).get("status") == "ok"], "wall_s")
+        for name in [reference, *versus]
+    }
+    parts = [
+        f"{name} {over['wall_speedup']:.2f}x faster to train than {reference} ({_duration(walls[name])} against "
+        f"{_duration(walls[reference])} for {ladder['steps']} steps; {_times(over.get('speedup'))} by the median "
+        "step's samples/s)"
+        for name, over in ((n, v.get("over_seeds") or {}) for n, v in versus.items())
+        if over.get("wall_speedup") and walls[name] and walls[reference]
+    ]
+    seeds = len(runs)
+    return (
+        ("Time to train" + (f" (mean over {seeds} seeds)" if seeds > 1 else "") + ": " + "; ".join(parts) + ".")
+        if parts
+        else None
+    )
