@@ -156,12 +156,15 @@ def test_readme_shows_the_newest_comparison_of_trained_rungs():
     sabotaged["train_ladder"]["rungs"][1]["train"]["test_train_sabotage"] = {"mode": "freeze-time"}
     assert readme.newest_comparison([(path, newest), ("sabotage.json", sabotaged)])[0] == path  # never the headline
     lines = readme.trained_block([(path, newest), ("later.json", later)])
-    assert lines[-1].startswith("From `later.json`: `vlabench train-ladder ")
+    assert lines[-3].startswith("From `later.json`: `vlabench train-ladder ") and "faster to train" in lines[-1]
     table = "\n".join(lines)
     assert "success gate" in table and "reference" in table and "one training run" in table
     assert readme.trained_block([("goal.json", alone)]) == []
     top = generated((ROOT / "README.md").read_text(), readme.HEADLINE_BEGIN, readme.HEADLINE_END)
     assert f"From `{path}`" in top
+    # "x faster to train" is the whole training's wall time (community 390 s, whole-step-graph 101 s), not the
+    # median step's samples/s ratio (5.07x), which stands beside it
+    assert "whole-step-graph 3.86x faster to train than community (101.0 s against 6.5 min for 2554 steps; 5.07x" in top
     full = generated((ROOT / "docs" / "results.md").read_text(), readme.BEGIN, readme.END)
     assert all(f"From `{p}`" in full for p, _ in committed)
 

@@ -8,7 +8,11 @@ success gate over seeds is a one-sided t-test on those differences (k seeds, k -
 standard error never below what the evaluations' trials alone give: it counts every source of spread, training's
 and the evaluation's. FAIL when the mean drop is beyond the tolerance and significant; inconclusive when it is
 beyond the tolerance but the seeds cannot tell (the note says about how many seeds would), or when the reference's
-rate leaves no room for a drop beyond the tolerance; pass otherwise.
+rate leaves no room for a drop beyond the tolerance; pass otherwise. With fewer than MIN_SEEDS seeds it gives no
+verdict word at all ("n/a"): the figures, and that verdicts need MIN_SEEDS seeds.
+
+The one rule over seeds: `vlabench train-seeds` (several train-ladder results) and `vlabench train-ladder --seeds N`
+(one result holding every seed's runs, harness/judge/train_ladder.py) both judge with `judge_seed_runs`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from ..stats.spread import t_cdf
 from .gates import EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION, FAIL, INCONCLUSIVE, PASS
 
 POWER = 0.8  # of the seeds-needed estimate
+MIN_SEEDS = 3  # a verdict word (pass, FAIL, inconclusive) needs this many seeds a rung; fewer: NOT_JUDGED
+NOT_JUDGED = "n/a"
 SAME = (  # what the ladders must share to be repeats of one another (key path, what it is)
     (("scenario", "name"), "scenario"),
     (("target", "name"), "target"),
@@ -67,7 +73,7 @@ def paired_drop(
     mean = statistics.fmean(changes)
     recorded = statistics.fmean(ref_rates)
     if k < 2:
-        return INCONCLUSIVE, mean, None, None, "one seed: how far training runs spread is unknown"
+        return NOT_JUDGED, mean, None, None, f"{too_few(k)}: how far training runs spread is unknown"
     spread = statistics.stdev(changes)
     # the evaluations' trials alone spread each difference this much: the standard error never goes below it
     trials_var = sum(p * (1 - p) / n for p, (_, n) in zip(rates + ref_rates, rung + reference, strict=True))
@@ -75,7 +81,10 @@ def paired_drop(
     p = (0.0 if mean < 0 else 1.0) if se == 0 else t_cdf(mean / se, k - 1)
     detail = f"mean {mean * 100:+.1f} points over {k} seeds, spread {spread * 100:.1f} points, t-test p={p:.2g}"
     drop = f"{tolerance * 100:g} points"
-    if recorded <= tolerance:
+    if k < MIN_SEEDS:
+        verdict, why = NOT_JUDGED, ""
+        detail = f"{too_few(k)}; {detail}"
+    elif recorded <= tolerance:
         verdict, why = INCONCLUSIVE, f": the reference's {recorded:.1%} leaves no room for a drop of more than {drop}"
     elif -mean <= tolerance:
         verdict, why = PASS, ""
@@ -94,20 +103,38 @@ def paired_drop(
     return verdict, mean, spread, p, detail + why
 
 
+def too_few(k: int) -> str:
+    """The note of a rung judged over fewer seeds than a verdict needs."""
+    return f"{NOT_JUDGED}: {k} seed{'s' if k != 1 else ''}, verdicts need {MIN_SEEDS}"
+
+
 def _get(result: dict, path: tuple[str, ...]):
     for key in path:
         result = (result or {}).get(key)
     return result
 
 
+def seed_runs(result: dict) -> list[tuple[int, dict[str, dict]]]:
+    """A train-ladder result's runs, one per training seed, each its ok rungs by name: every seed of a
+    `train-ladder --seeds N` result (train_ladder.seed_runs), else the one seed it trained with."""
+    ladder = result["train_ladder"]
+    if ladder.get("seed_runs"):
+        return [(run["seed"], _ok(run["rungs"])) for run in ladder["seed_runs"]]
+    return [(result["workload"].get("seed", 0), _ok(ladder["rungs"]))]
+
+
 def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
-    """Refuse (one line) results that are not the same train-ladder trained with distinct seeds; returns the
-    warnings for what may differ (the scenario file's bytes, the dataset's path)."""
-    if len(ladders) < 2:
-        raise InputError("RESULT", None, "two train-ladder results or more (one per training seed)", str(len(ladders)))
+    """Refuse (one line) results that are not the same train-ladder trained with distinct seeds (one result per
+    seed, or results of `train-ladder --seeds N` holding several); returns the warnings for what may differ
+    (the scenario file's bytes, the dataset's path)."""
     for name, result in ladders:
         if result.get("kind") != "train-ladder":
             raise InputError(name, "kind", "a train-ladder result (vlabench train-ladder)", repr(result.get("kind")))
+    if sum(len(seed_runs(r)) for _, r in ladders) < 2:
+        raise InputError(
+            "RESULT", None, "train-ladder results of two seeds or more (one per seed, or train-ladder --seeds N)",
+            f"{len(ladders)} result of one seed",
+        )  # fmt: skip
     first_name, first = ladders[0]
     for name, result in ladders[1:]:
         for path, what in SAME:
@@ -117,10 +144,10 @@ def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
                 )
     seen: dict[int, str] = {}
     for name, result in ladders:
-        seed = result["workload"].get("seed", 0)
-        if seed in seen:
-            raise InputError(name, "workload.seed", f"a seed other than {seen[seed]}'s", str(seed))
-        seen[seed] = name
+        for seed, _ in seed_runs(result):
+            if seed in seen:
+                raise InputError(name, "workload.seed", f"a seed other than {seen[seed]}'s", str(seed))
+            seen[seed] = name
     warnings = []
     if len({r["scenario"].get("sha256") for _, r in ladders}) > 1:
         warnings.append("the scenario file differs between the results (its sha256)")
@@ -129,46 +156,52 @@ def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
     return warnings
 
 
-def _ok_records(result: dict) -> dict[str, dict]:
-    return {r["name"]: r for r in result["train_ladder"]["rungs"] if r.get("status") == "ok"}
+def _ok(records: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in records if r.get("status") == "ok"}
 
 
-def judge_seeds(ladders: list[tuple[str, dict]], tolerance: float, confidence: float) -> list[SeedsCheck]:
-    """Every rung other than the reference, per suite the reference was evaluated on, over the seeds where both
-    trained and were evaluated."""
-    reference = ladders[0][1]["train_ladder"]["reference"]
-    records = [(r["workload"].get("seed", 0), _ok_records(r)) for _, r in ladders]
-    rungs = list(dict.fromkeys(name for _, recs in records for name in recs if name != reference))
-    suites = list(dict.fromkeys(s for _, recs in records for s in (recs.get(reference, {}).get("success_rate") or {})))
+def _suite_check(
+    runs: list[tuple[int, dict[str, dict]]], rung: str, reference: str, suite: str, tolerance: float, confidence: float
+) -> SeedsCheck | None:
+    """One rung on one suite over the seeds where both it and the reference were evaluated on it."""
+    pairs = [
+        (seed, recs[rung]["success_rate"][suite], recs[reference]["success_rate"][suite])
+        for seed, recs in runs
+        if suite in (recs.get(rung, {}).get("success_rate") or {})
+        and suite in (recs.get(reference, {}).get("success_rate") or {})
+    ]
+    if not pairs:
+        return None
+    counts = [(c["successes"], c["trials"]) for _, c, _ in pairs]
+    ref_counts = [(b["successes"], b["trials"]) for _, _, b in pairs]
+    verdict, mean, spread, p, note = paired_drop(counts, ref_counts, tolerance, confidence)
+    rates, ref_rates = [s / n for s, n in counts], [s / n for s, n in ref_counts]
+    return SeedsCheck(rung, suite, [seed for seed, _, _ in pairs], rates, ref_rates, mean, spread, p, verdict, note)
+
+
+def judge_seed_runs(
+    runs: list[tuple[int, dict[str, dict]]], reference: str, tolerance: float, confidence: float = 0.95
+) -> list[SeedsCheck]:
+    """The success gate over seeds (paired_drop) of every rung other than the reference, per suite the reference
+    was evaluated on, over the seeds where both trained and were evaluated. `runs`: (seed, ok rungs by name)."""
+    rungs = list(dict.fromkeys(name for _, recs in runs for name in recs if name != reference))
+    suites = list(dict.fromkeys(s for _, recs in runs for s in (recs.get(reference, {}).get("success_rate") or {})))
     checks = []
     for rung in rungs:
         for suite in (s for s in suites if "/" not in s):  # suites; their tasks have too few trials a seed
-            pairs = [
-                (seed, recs[rung]["success_rate"][suite], recs[reference]["success_rate"][suite])
-                for seed, recs in records
-                if suite in (recs.get(rung, {}).get("success_rate") or {})
-                and suite in (recs.get(reference, {}).get("success_rate") or {})
-            ]
-            if not pairs:
-                continue
-            counts = [(c["successes"], c["trials"]) for _, c, _ in pairs]
-            ref_counts = [(b["successes"], b["trials"]) for _, _, b in pairs]
-            verdict, mean, spread, p, note = paired_drop(counts, ref_counts, tolerance, confidence)
-            checks.append(
-                SeedsCheck(
-                    rung,
-                    suite,
-                    [seed for seed, _, _ in pairs],
-                    [s / n for s, n in counts],
-                    [s / n for s, n in ref_counts],
-                    mean,
-                    spread,
-                    p,
-                    verdict,
-                    note,
-                )  # fmt: skip
-            )
+            check = _suite_check(runs, rung, reference, suite, tolerance, confidence)
+            if check:
+                checks.append(check)
     return checks
+
+
+def all_runs(ladders: list[tuple[str, dict]]) -> list[tuple[int, dict[str, dict]]]:
+    return [run for _, result in ladders for run in seed_runs(result)]
+
+
+def judge_seeds(ladders: list[tuple[str, dict]], tolerance: float, confidence: float) -> list[SeedsCheck]:
+    """Every seed of the results (checked by check_repeats), judged by judge_seed_runs."""
+    return judge_seed_runs(all_runs(ladders), ladders[0][1]["train_ladder"]["reference"], tolerance, confidence)
 
 
 def _percents(rates: list[float]) -> str:
@@ -181,13 +214,13 @@ def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], toler
 
     first = ladders[0][1]
     reference, ev = first["train_ladder"]["reference"], first["train_ladder"].get("eval") or {}
-    seeds = [r["workload"].get("seed", 0) for _, r in ladders]
+    runs = all_runs(ladders)
     title = (
         f"{first['scenario']['name']} on {first['target']['name']}: {first['train_ladder']['steps']} steps per rung, "
-        f"seeds {', '.join(map(str, seeds))}; {', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task "
-        f"and seed; against {reference}"
+        f"seeds {', '.join(str(seed) for seed, _ in runs)}; {', '.join(ev.get('suites', []))}, {ev.get('trials')} "
+        f"trials per task and seed; against {reference}"
     )
-    records = [_ok_records(r) for _, r in ladders]
+    records = [recs for _, recs in runs]
     reference_rates = [
         recs[reference]["success_rate"][suite]["rate"]
         for recs in records
@@ -216,14 +249,16 @@ def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], toler
     rule = (
         f"success gate over seeds: per seed the rung's rate minus the reference's; FAIL when their mean is more than "
         f"{tolerance * 100:g} points below zero and a one-sided t-test over the seeds says so (its standard error "
-        "never below the evaluations' own); inconclusive when the seeds cannot tell"
+        f"never below the evaluations' own); inconclusive when the seeds cannot tell; no verdict (n/a) with fewer "
+        f"than {MIN_SEEDS} seeds"
     )
     return "\n".join([title, tabulate(rows, headers=headers, disable_numparse=True), rule])
 
 
 def add_train_seeds_arguments(p) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT",
-                   help="train-ladder.json of the same ladder trained with other seeds (train-ladder --seed N)")  # fmt: skip
+                   help="train-ladder.json of the same ladder trained with other seeds (train-ladder --seed N), or "
+                   "of train-ladder --seeds N (every seed in one)")  # fmt: skip
     p.add_argument("--success-tolerance", help="how far (absolute) below the reference's rate may pass "
                    "(default: the ladders' train.success_tolerance)")  # fmt: skip
     p.add_argument("--confidence", default="95%", help="of the one-sided t-test (default 95%%)")
@@ -251,4 +286,5 @@ def cmd_train_seeds(args) -> int:
         for warning in warnings:
             print(f"WARNING: {warning}")
     verdicts = {c.verdict for c in checks}
-    return EXIT_REGRESSION if FAIL in verdicts else EXIT_INCONCLUSIVE if INCONCLUSIVE in verdicts else EXIT_PASS
+    undecided = {INCONCLUSIVE, NOT_JUDGED} & verdicts
+    return EXIT_REGRESSION if FAIL in verdicts else EXIT_INCONCLUSIVE if undecided else EXIT_PASS

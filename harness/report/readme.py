@@ -71,7 +71,10 @@ def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
     shown = newest_comparison(trained)
     if shown is None:
         return []
+    from ..train.ladder_report import time_to_train
+
     path, result = shown
+    faster = time_to_train(result)
     return [
         "",
         "Trained and evaluated here: the rungs of a ladder trained identically to a policy (the same data, seed,",
@@ -82,6 +85,7 @@ def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
         result_table(result),
         "```",
         provenance_line(path, result),
+        *(["", faster] if faster else []),
     ]
 
 

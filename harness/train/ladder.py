@@ -9,7 +9,8 @@ runs the same inference). Against the reference rung (default: the ladder's firs
 - the success gate (harness/judge/gates.py): Fisher's exact test of its successes per suite against the reference's.
 OUT/train-ladder.json (kind `train-ladder`) is rewritten atomically after every rung; a rung that fails in training
 or evaluation is recorded with its error and the ladder goes on. OUT/<rung>/ holds the rung's training run
-(train.json, checkpoints/) and eval.json.
+(train.json, checkpoints/) and eval.json; with --seeds N every rung trains and is evaluated once per seed, each
+seed's in OUT/seed-<S>/<rung>/, and the rungs are judged over the seeds (harness/judge/train_ladder.py).
 """
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ class LadderPlan:
     device: str | None = None
     max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol
     workers: int | None = None  # DataLoader workers of every rung (the block's, or --workers)
-    seed: int = 0  # every rung's training seed (the workload's, or --seed)
+    seed: int = 0  # every rung's training seed (the workload's, or --seed); with --seeds, the first
+    # --seeds N: every rung trains with each of these seeds, each seed's runs in OUT/seed-<S>/<rung>/ (empty: one
+    # seed, `seed`, its runs in OUT/<rung>/ as before --seeds)
+    seeds: tuple[int, ...] = ()
+
+    def training_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (self.seed,)
 
 
 def train_block(scenario) -> TrainBlock:
@@ -113,8 +120,11 @@ def result_path(plan: LadderPlan) -> Path:
     return plan.out / RESULT_FILE
 
 
-def rung_dir(plan: LadderPlan, rung: str) -> Path:
-    return plan.out / rung
+def rung_dir(plan: LadderPlan, rung: str, seed: int | None = None) -> Path:
+    """OUT/<rung>/ of a one-seed ladder; OUT/seed-<S>/<rung>/ of one with --seeds (default seed: the first)."""
+    if not plan.seeds:
+        return plan.out / rung
+    return plan.out / f"seed-{plan.seeds[0] if seed is None else seed}" / rung
 
 
 def error_text(exc: BaseException) -> str:

@@ -29,6 +29,9 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--seed", type=int, metavar="N", help="every rung's training seed (initial weights, sample order, "
                    "the steps' draws; default: the workload's): a repeat of the ladder with another seed measures how "
                    "far training runs alone spread in success (the evaluation's initial states stay the same)")  # fmt: skip
+    p.add_argument("--seeds", type=int, metavar="N", help="train and evaluate every rung N times, with seeds "
+                   "S..S+N-1 (S: --seed, default 0), each seed's runs in OUT/seed-<S>/<rung>/, and judge the rungs "
+                   "over the seeds (a verdict needs 3 seeds)")  # fmt: skip
 
 
 def _eval_settings(scenario, args) -> dict:
@@ -102,6 +105,7 @@ def plan_from_args(args) -> LadderPlan:
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--workers", args.workers, 0, "a non-negative number of workers")
     workload_flag("--seed", "seed", args.seed)
+    at_least("--seeds", getattr(args, "seeds", None), 1, "a positive number of seeds")
     scenario = load_scenario(args.scenario)
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
@@ -136,18 +140,28 @@ def plan_from_args(args) -> LadderPlan:
         device=args.device,
         max_steps=args.max_steps,
         workers=args.workers if args.workers is not None else block.workers,
-        seed=args.seed if args.seed is not None else scenario.workload_for(target.name).seed,
+        **_seeds(args, scenario.workload_for(target.name).seed),
     )
 
 
+def _seeds(args, workload_seed: int) -> dict:
+    """The plan's seed and seeds: --seed (default: the workload's) alone, or with --seeds N the N seeds from
+    --seed (default 0) on."""
+    count = getattr(args, "seeds", None)
+    if count is None:
+        return {"seed": args.seed if args.seed is not None else workload_seed}
+    first = args.seed if args.seed is not None else 0
+    return {"seed": first, "seeds": tuple(range(first, first + count))}
+
+
 def cmd_train_ladder(args) -> int:
-    from ..judge.train_ladder import judge
+    from ..judge.train_ladder import judge_runs
     from .ladder_report import train_ladder_table
     from .ladder_run import run_train_ladder
 
     plan = plan_from_args(args)
     try:
-        result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])], judge)
+        result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])], judge_runs)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {plan.out / RESULT_FILE} holds the rungs done; --resume continues",
               file=sys.stderr)  # fmt: skip
@@ -155,5 +169,6 @@ def cmd_train_ladder(args) -> int:
     print()
     print(train_ladder_table(result))
     print(f"\nresult: {plan.out / RESULT_FILE}")
-    failed = [r["name"] for r in result["train_ladder"]["rungs"] if r["status"] == "error"]
+    runs = result["train_ladder"].get("seed_runs") or [result["train_ladder"]]
+    failed = [r["name"] for run in runs for r in run["rungs"] if r["status"] == "error"]
     return 1 if failed else 0  # a rung the target cannot train is recorded unsupported, not failed

@@ -11,23 +11,25 @@ from ..errors import InputError
 from ..results import ResultWriter, load_result, provenance
 from .ladder import RESULT_FILE, LadderPlan, error_text, result_path, rung_dir
 
-# (rung records by name, the reference rung's name, the train block) -> judgements per rung
-Judge = Callable[[dict[str, dict], str, object], dict]
+# ([(seed, rung records by name)] per training seed, the reference rung's name, the train block) -> judgements per rung
+Judge = Callable[[list[tuple[int, dict[str, dict]]], str, object], dict]
 
 
 def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
-    """`vlabench train` of the rung into OUT/<rung>/, with the ladder's data, steps and recipe; with --resume, a
-    finished training is taken as it is and a stopped one continues from its last checkpoint."""
+def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None = None) -> dict:
+    """`vlabench train` of the rung into OUT/<rung>/ (OUT/seed-<S>/<rung>/ with --seeds), with the ladder's data,
+    steps and recipe and the seed (default: the plan's first); with --resume, a finished training is taken as it
+    is and a stopped one continues from its last checkpoint."""
     from .checkpoints import saved_checkpoints
     from .loop import RESULT_FILE as TRAIN_FILE
     from .loop import train
     from .setup import TrainPlan
 
-    folder = rung_dir(plan, rung)
+    seed = plan.seed if seed is None else seed
+    folder = rung_dir(plan, rung, seed)
     if plan.resume and (folder / TRAIN_FILE).exists():
         done = load_result(folder / TRAIN_FILE)
         if done["train"].get("steps_done", 0) >= plan.steps and done["train"].get("checkpoints"):
@@ -46,18 +48,19 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
         loader=plan.block.loader,
         tokenizer=plan.block.tokenizer,
         keep=1,
-        seed=plan.seed,
+        seed=seed,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )
     return train(tplan, command)
 
 
-def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[str]) -> dict:
-    """`vlabench eval` of the checkpoint with the ladder's suites and trials, into OUT/<rung>/eval.json."""
+def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[str], seed: int | None = None) -> dict:
+    """`vlabench eval` of the checkpoint with the ladder's suites and trials, into the rung's folder of the training
+    seed, eval.json (the evaluation's own seed, its initial states, is the protocol's whatever the training's)."""
     from ..eval.main import EvalConfig, run_eval
 
     s = plan.eval_settings
-    out = rung_dir(plan, rung) / "eval.json"
+    out = rung_dir(plan, rung, seed) / "eval.json"
     cfg = EvalConfig(
         suites=s["suites"],
         tasks=s.get("tasks"),
@@ -95,23 +98,27 @@ def unsupported(plan: LadderPlan, rung: str) -> str | None:
     return unsupported_reason(plan.scenario, plan.target, entry, caps)
 
 
-def run_rung(plan: LadderPlan, rung: str, command: list[str]) -> dict:
-    """One rung's record: trained, evaluated, or the error that stopped it (the ladder goes on)."""
-    record = {"name": rung, "status": "ok", "dir": rung_dir(plan, rung).name}
+def run_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None = None) -> dict:
+    """One rung's record of one training seed: trained, evaluated, or the error that stopped it (the ladder goes
+    on)."""
+    folder = rung_dir(plan, rung, seed)
+    record = {"name": rung, "status": "ok", "dir": folder.relative_to(plan.out).as_posix()}
+    if plan.seeds:
+        record["seed"] = plan.seed if seed is None else seed
     reason = unsupported(plan, rung)
     if reason:
         _say(f"== {rung}: unsupported on {plan.target.name}: {reason}")
         return {**record, "status": "unsupported", "stage": "training", "error": reason}
     stage = "training"
     try:
-        _say(f"\n== {rung}: training {plan.steps} steps into {rung_dir(plan, rung)}")
-        trained = train_rung(plan, rung, command)
+        _say(f"\n== {rung}: training {plan.steps} steps into {folder}")
+        trained = train_rung(plan, rung, command, seed)
         record["train"] = _train_summary(trained)
         checkpoint = trained["train"]["checkpoints"][-1]["path"]
         record["checkpoint"] = checkpoint
         stage = "evaluation"
         _say(f"== {rung}: evaluating {checkpoint}")
-        evaluated = evaluate_rung(plan, rung, checkpoint, command)
+        evaluated = evaluate_rung(plan, rung, checkpoint, command, seed)
         record["success_rate"] = evaluated["success_rate"]
         record["eval_throughput"] = evaluated.get("throughput")
         errors = sum(e.get("status") == "error" for e in evaluated.get("episodes", []))
@@ -133,13 +140,20 @@ def _header(plan: LadderPlan, command: list[str]) -> dict:
         "scenario": {"name": s.name, "path": s.path, "sha256": s.sha256, "source": s.source},
         "target": {"name": t.name, "backend": t.backend},
         "provenance": {**provenance(command), "run_id": uuid.uuid4().hex[:12]},
-        "workload": {"model": s.model, **workload, "seed": plan.seed},
+        "workload": {
+            "model": s.model,
+            **workload,
+            "seed": plan.seed,
+            **({"seeds": list(plan.seeds)} if plan.seeds else {}),
+        },
         "rungs": [],  # the rungs' records are under train_ladder: `compare` and the speed gate skip this file
     }
 
 
-def _earlier(plan: LadderPlan) -> dict[str, dict]:
-    """With --resume: the rungs of OUT/train-ladder.json (those ok are kept; the others run again)."""
+def _earlier(plan: LadderPlan) -> dict[int, dict[str, dict]]:
+    """With --resume: the rungs of OUT/train-ladder.json per training seed (those ok are kept; the others run
+    again). A ladder of other seeds, or of one seed where --seeds asks for several (or the reverse), is refused;
+    --seeds may add seeds after those trained."""
     path = result_path(plan)
     if not plan.resume or not path.exists():
         return {}
@@ -152,11 +166,23 @@ def _earlier(plan: LadderPlan) -> dict[str, dict]:
         raise InputError(
             str(path), "workload.seed", f"the seed of --seed ({plan.seed})", str(old["workload"].get("seed"))
         )
-    return {r["name"]: r for r in old["train_ladder"]["rungs"]}
+    runs = old["train_ladder"].get("seed_runs")
+    if bool(runs) != bool(plan.seeds):
+        expected = "a ladder of --seeds (train_ladder.seed_runs)" if plan.seeds else "a ladder of one seed (no --seeds)"
+        raise InputError(str(path), "train_ladder.seed_runs", expected, "the other kind")
+    runs = runs or [{"seed": plan.seed, "rungs": old["train_ladder"]["rungs"]}]
+    missing = [run["seed"] for run in runs if run["seed"] not in plan.training_seeds()]
+    if missing:
+        seeds = ", ".join(map(str, plan.training_seeds()))
+        raise InputError(str(path), "workload.seeds", f"seeds among those of --seed/--seeds ({seeds})", str(missing))
+    return {run["seed"]: {r["name"]: r for r in run["rungs"]} for run in runs}
 
 
-def _ladder_block(plan: LadderPlan, records: dict[str, dict], judge: Judge) -> dict:
-    return {
+def _ladder_block(plan: LadderPlan, runs: dict[int, dict[str, dict]], judge: Judge) -> dict:
+    """The result's train_ladder: `rungs` holds the first seed's records (what tools that read one run read),
+    `seed_runs` every seed's with --seeds; the judgements over every seed trained so far."""
+    first = runs.get(plan.seed, {})
+    block = {
         "reference": plan.reference,
         "steps": plan.steps,
         "dataset": plan.dataset,
@@ -164,27 +190,35 @@ def _ladder_block(plan: LadderPlan, records: dict[str, dict], judge: Judge) -> d
         "eval": plan.eval_settings,
         "convergence_tolerance": plan.block.convergence_tolerance,
         "success_tolerance": plan.block.success_tolerance,
-        "rungs": list(records.values()),
-        "versus_reference": judge(records, plan.reference, plan.block),  # judged by the caller's rules
+        "rungs": list(first.values()),
     }
+    if plan.seeds:
+        block["seed_runs"] = [{"seed": seed, "rungs": list(runs[seed].values())} for seed in plan.seeds if seed in runs]
+    judged = [(seed, runs[seed]) for seed in plan.training_seeds() if runs.get(seed)]
+    block["versus_reference"] = judge(judged, plan.reference, plan.block)  # judged by the caller's rules
+    return block
 
 
 def run_train_ladder(plan: LadderPlan, command: list[str], judge: Judge) -> dict:
-    """Train and evaluate every rung of the plan in turn; returns the result (also in OUT/train-ladder.json).
-    `judge(records, reference, block)` sets the rungs against the reference (harness/judge/train_ladder.py)."""
-    records = _earlier(plan)
+    """Train and evaluate every rung of the plan in turn, seed after seed (so that a stopped ladder holds whole
+    seeds); returns the result (also in OUT/train-ladder.json). `judge(runs, reference, block)` sets the rungs
+    against the reference (harness/judge/train_ladder.py, judge_runs)."""
+    runs = _earlier(plan)
     header = _header(plan, command)
-    if records:
+    if runs:
         header["provenance_earlier"] = [load_result(result_path(plan))["provenance"]]
-    writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, records, judge)})
-    start = time.perf_counter()
-    for i, rung in enumerate(plan.rungs, 1):
-        if records.get(rung, {}).get("status") == "ok":
-            _say(f"\n[{i}/{len(plan.rungs)}] {rung}: done already")
-            continue
-        _say(f"\n[{i}/{len(plan.rungs)}] {rung} ({(time.perf_counter() - start) / 60:.1f} min so far)")
-        records[rung] = run_rung(plan, rung, command)
-        writer.update({"train_ladder": _ladder_block(plan, records, judge)})
+    writer = ResultWriter(result_path(plan), {**header, "train_ladder": _ladder_block(plan, runs, judge)})
+    start, seeds = time.perf_counter(), plan.training_seeds()
+    for seed in seeds:
+        records = runs.setdefault(seed, {})
+        of_seed = f" (seed {seed}, {seeds.index(seed) + 1} of {len(seeds)})" if plan.seeds else ""
+        for i, rung in enumerate(plan.rungs, 1):
+            if records.get(rung, {}).get("status") == "ok":
+                _say(f"\n[{i}/{len(plan.rungs)}] {rung}{of_seed}: done already")
+                continue
+            _say(f"\n[{i}/{len(plan.rungs)}] {rung}{of_seed} ({(time.perf_counter() - start) / 60:.1f} min so far)")
+            records[rung] = run_rung(plan, rung, command, seed)
+            writer.update({"train_ladder": _ladder_block(plan, runs, judge)})
     return writer.data
 
 
