@@ -202,6 +202,8 @@ def copy_tree(dest: Path) -> None:
 def run_tests(where: Path) -> tuple[int, float, str]:
     started = time.perf_counter()
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider", *TESTS]
+    # the check that every mutant's text is in the code would fail on any mutant: it tests the list, not the rule
+    cmd += ["--deselect", "tests/test_gate_mutants.py::test_every_mutant_applies_to_the_current_code_once"]
     done = subprocess.run(cmd, cwd=where, capture_output=True, text=True)
     tail = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     return done.returncode, time.perf_counter() - started, (tail[0] if tail else done.stdout.strip().splitlines()[-1])

@@ -77,7 +77,8 @@ class Config:
 
 # A CPU target's runs, both sides: one intra-op thread each, on one CPU. With the default threads (one per core),
 # the rung's threads wait for each other at every op, so another job on any core slows a run by far more than its
-# share: a real 20% slowdown read B/A 0.58 with an interval of 0.04-7.7 (inconclusive); pinned, 0.85 [0.76-0.95].
+# share: issue 52 reports a real 20% slowdown read B/A 0.58 with an interval of 0.04-7.7 (inconclusive) and, pinned,
+# 0.85 [0.76-0.95] (FAIL).
 PIN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 PIN_LAUNCHER = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
 
