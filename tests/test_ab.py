@@ -335,6 +335,60 @@ def test_each_side_runs_its_own_commit_in_turn(stub_repo, scenario, tmp_path, ca
     assert "stopped after 1 pair: every rung is decided by its status alone" in out
 
 
+PIN_CLI = FAKE_CLI.replace(
+    'with open(os.environ["FAKE_LOG"], "a") as f:\n    f.write(os.path.basename(os.getcwd()) + "\\n")',
+    'with open(os.environ["FAKE_LOG"], "a") as f:\n'
+    '    f.write(json.dumps([sorted(os.sched_getaffinity(0)), os.environ.get("OMP_NUM_THREADS"), args]) + "\\n")',
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs CPU affinity")
+@pytest.mark.parametrize("pin", [True, False])
+def test_a_cpu_ab_pins_both_sides_to_one_thread_on_one_cpu(tmp_path, scenario, capsys, monkeypatch, pin):
+    """Every run of both sides on the same one CPU with one thread by default (stated in the output and ab.json);
+    --no-pin leaves the threads and CPUs alone. Each run is a single run (--repeats 1: the pairs are the repeats)
+    where the side's code knows --repeats."""
+    assert PIN_CLI != FAKE_CLI
+    sides = []
+    for name in ("a", "b"):
+        tree = tmp_path / name
+        for d in ("harness", "models", "harness/ladder"):
+            (tree / d).mkdir(parents=True, exist_ok=True)
+        (tree / "harness" / "cli.py").write_text(PIN_CLI)
+        (tree / "harness" / "ladder" / "run_cli.py").write_text('add_argument("--repeats")' if name == "a" else "")
+        sides.append(str(tree))
+    log = tmp_path / "log.txt"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    argv = ["ab", *sides, scenario, "--target", "cpu", "--pairs", "2", "--out", str(tmp_path / "out")]
+    assert main(argv + ([] if pin else ["--no-pin"])) == 0
+    out = capsys.readouterr().out
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    doc = json.loads((tmp_path / "out" / "ab.json").read_text())
+    cpu = max(os.sched_getaffinity(0))
+    if pin:
+        assert all(r[0] == [cpu] and r[1] == "1" for r in runs), runs
+        assert f"pinned: every run of both sides on CPU {cpu} with one thread (OMP_NUM_THREADS=1)" in out
+        assert doc["pinned"]["cpu"] == cpu and doc["pinned"]["env"]["OMP_NUM_THREADS"] == "1"
+    else:
+        assert all(r[0] == sorted(os.sched_getaffinity(0)) and r[1] is None for r in runs), runs
+        assert "not pinned: each run uses its default threads and CPUs" in out and doc["pinned"] is None
+    a_args, b_args = runs[0][2], runs[1][2]  # A knows --repeats, B (an older tree) does not
+    assert a_args[a_args.index("--repeats") + 1] == "1" and "--repeats" not in b_args
+
+
+def test_the_rule_can_fail_a_clear_slowdown():
+    """What the real A/B tests rest on before they may skip: the rule FAILs a clear, steady 20% slowdown (with
+    FAIL made impossible, the real tests would only ever skip, "the machine moved too much")."""
+    rule_fails_a_clear_slowdown()
+
+
+def rule_fails_a_clear_slowdown() -> None:
+    v = verdict_of(lambda i: 1 / 0.8 * (1 + 0.005 * JITTER[i]), n=3)
+    if v.verdict != FAIL:
+        pytest.fail(f"the rule did not FAIL three steady pairs 20% slower ({v.verdict}: {v.note}): it cannot FAIL")
+
+
 # ---- real CPU runs ---------------------------------------------------------------------------------------------
 
 
@@ -432,6 +486,7 @@ def test_real_ten_percent_slowdown_fails(one_cpu, tmp_path, scenario, capsys):
     # the order turns every pair: A B, B A, A B ...
     assert [r["side"] for r in doc["runs"]] == [s for i in range(SLOW_PAIRS) for s in ("AB" if i % 2 == 0 else "BA")]
     if undecided(doc):
+        rule_fails_a_clear_slowdown()  # a rule that cannot FAIL fails here, instead of skipping forever
         pytest.skip(f"the machine moved too much to decide in {time.monotonic() - started:.0f}s: {spread(doc)}")
     assert code == 1, f"{spread(doc)}: {out}"
     assert "FAIL: 1 regressed in B: community" in out
@@ -498,6 +553,7 @@ def test_git_bisect_run_names_the_commit_that_slowed_the_step(one_cpu, tmp_path)
             break
         tries.append(spread(json.loads((tmp_path / "ab" / "ab.json").read_text())))
     else:
+        rule_fails_a_clear_slowdown()
         pytest.skip("the machine moved too much for 3 pairs to decide commit 2, twice: " + "; ".join(tries))
     assert f"{bad} is the first bad commit" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # every temporary worktree removed

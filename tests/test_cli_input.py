@@ -325,11 +325,14 @@ def test_every_shipped_yaml_has_each_key_once():
 def test_overwrite_replaces_and_append_merges_a_real_result(scenario, tmp_path, monkeypatch, capsys):
     monkeypatch.undo()  # the real runner
     out = tmp_path / "r.json"
-    assert main(["run", scenario, "--target", "cpu", "--out", str(out)]) == 0
+    assert main(["run", scenario, "--target", "cpu", "--repeats", "1", "--out", str(out)]) == 0
     first = out.read_bytes()
-    assert main(["run", scenario, "--target", "cpu", "--out", str(out)]) == 2 and out.read_bytes() == first
-    assert main(["run", scenario, "--target", "cpu", "--out", str(out), "--overwrite"]) == 0
+    assert (
+        main(["run", scenario, "--target", "cpu", "--repeats", "1", "--out", str(out)]) == 2
+        and out.read_bytes() == first
+    )
+    assert main(["run", scenario, "--target", "cpu", "--repeats", "1", "--out", str(out), "--overwrite"]) == 0
     assert out.read_bytes() != first and "provenance_earlier" not in json.loads(out.read_text())
-    assert main(["run", scenario, "--target", "cpu", "--out", str(out), "--append"]) == 0
+    assert main(["run", scenario, "--target", "cpu", "--repeats", "1", "--out", str(out), "--append"]) == 0
     merged = json.loads(out.read_text())
     assert [r["name"] for r in merged["rungs"]] == ["community"] and len(merged["provenance_earlier"]) == 1

@@ -430,3 +430,55 @@ def test_cli_compare_per_card_reads_a_results_directory(tmp_path, capsys):
     assert (out_dir / "comparison.md").read_text().startswith("### pi05-loongforge: per card")
     assert main(["compare", str(tmp_path / "results" / "h100")]) == 0  # a target's folder: its *.json
     assert "h100 samples/s" in capsys.readouterr().out
+
+
+def broke_parity(result, rung):
+    out = copy.deepcopy(result)
+    next(r for r in out["rungs"] if r["name"] == rung)["loss_parity"]["pass"] = False
+    return out
+
+
+@pytest.mark.parametrize("rung", ["community", "flex-attention", "compile-per-layer"])
+def test_a_published_gain_needs_parity_on_every_rung_of_its_span(h200, rung):
+    """The bf16 gain runs from community to compile-per-layer: parity failed on its from-rung, on an intermediate
+    rung (flex-attention) or on its to-rung leaves it without a speed verdict, saying which rung and which span;
+    the fp8 throughput figure's span (the first rung to fp8) holds flex-attention too."""
+    path, result = h200
+    figure = FIGURES["loongforge-pi05-bf16-speedup"]
+    assert compare.verdicts([(path, repeated(result))], [figure])[0].verdict == compare.REPRODUCED
+    v = compare.verdicts([(path, broke_parity(repeated(result), rung))], [figure])[0]
+    assert v.verdict == compare.PARITY_FAILED
+    assert v.why.startswith(f"not reproduced: {rung} broke loss parity, in the span community to compile-per-layer")
+    # a rung after the span does not touch the figure
+    after = compare.verdicts([(path, broke_parity(repeated(result), "fp8"))], [figure])[0]
+    assert after.verdict == compare.REPRODUCED
+    # a rung whose parity was not stated (other batches: synthetic vs the dataset) does not block it
+    unstated = repeated(result)
+    next(r for r in unstated["rungs"] if r["name"] == rung)["loss_parity"] = None
+    assert compare.verdicts([(path, unstated)], [figure])[0].verdict == compare.REPRODUCED
+
+
+def test_span_is_the_ladder_between_the_two_rungs(h200):
+    _, result = h200
+    names = [r["name"] for r in compare.span(result, "compile-backbone", "recompute-vit-only")]
+    assert names == ["compile-backbone", "flex-attention", "recompute-vit-only"]
+    assert [r["name"] for r in compare.span(result, "fp8", "fp8")] == ["fp8"]
+
+
+def test_a_copy_with_changed_losses_and_parity_left_passing_is_refused(tmp_path, capsys, h200):
+    """Parity is recomputed from the stored losses on load (the runner's own function): compile-per-layer's
+    losses 10% higher with `loss_parity.pass` left true cannot be loaded, gated or compared."""
+    _, result = h200
+    tampered = copy.deepcopy(result)
+    rec = next(r for r in tampered["rungs"] if r["name"] == "compile-per-layer")
+    rec["losses"] = [x * 1.1 for x in rec["losses"]]
+    (tmp_path / "t.json").write_text(json.dumps(tampered))
+    assert main(["gate", str(tmp_path / "t.json"), "--baseline", str(H200)]) == 2
+    err = capsys.readouterr().err
+    assert "rungs.compile-per-layer.loss_parity.pass: expected false (recomputed from the stored losses" in err
+    assert main(["compare", str(tmp_path / "t.json")]) == 2
+    # the same change with parity stated as failed loads, and the gate FAILs its parity
+    rec["loss_parity"]["pass"] = False
+    rec["loss_parity"]["max_rel_diff"] = 0.1
+    (tmp_path / "f.json").write_text(json.dumps(tampered))
+    assert main(["gate", str(tmp_path / "f.json"), "--baseline", str(H200)]) == 1

@@ -191,7 +191,9 @@ def test_ladder_on_a_dataset_records_data_wait_and_loss_parity(dataset, tmp_path
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO.replace("DATASET", str(dataset)))
     out = tmp_path / "r.json"
-    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main(["run", str(scenario), "--target", "cpu", "--repeats", "1", "--out", str(out)]) == 0, (
+        capsys.readouterr().err
+    )
     rungs = {r["name"]: r for r in load_result(out)["rungs"]}
     sync, asynchronous, synthetic = rungs["community-loader"], rungs["async-input"], rungs["synthetic-data"]
     for r in (sync, asynchronous):
@@ -303,6 +305,8 @@ def test_the_data_scenario_runs_on_a_fresh_cpu_machine(dataset, tmp_path, capsys
                 "cpu",
                 "--dataset",
                 str(made),
+                "--repeats",
+                "1",
                 "--out",
                 str(out),
             ]

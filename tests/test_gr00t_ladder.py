@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_gr00t_ladder_runs_on_a_cpu_from_a_fresh_clone(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # relative paths (runs/...) land here: nothing made beforehand
     assert not (tmp_path / "runs").exists()
-    code = main(["run", str(ROOT / "scenarios/gr00t-loongforge.yaml"), "--target", "cpu"])
+    code = main(["run", str(ROOT / "scenarios/gr00t-loongforge.yaml"), "--target", "cpu", "--repeats", "1"])
     output = capsys.readouterr()
     assert code == 0, output.err
     # the dataset was made, with a line saying so, as `vlabench make-dataset` makes it

@@ -109,7 +109,7 @@ def measured(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("measured")
     scenario = scenario_file(folder)
     out = folder / "r.json"
-    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
+    assert main(["run", str(scenario), "--target", "cpu", "--repeats", "1", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["rungs"][0]["status"] == "ok"
     return scenario, out
 
@@ -125,7 +125,7 @@ def earlier_result(measured, tmp_path) -> tuple[Path, Path, dict]:
 def test_append_keeps_the_ok_rung_when_the_remeasure_fails(measured, tmp_path, capsys):
     scenario, out, old = earlier_result(measured, tmp_path)
     # the rung process cannot even import torch in 0.5 s: a real re-measure that fails
-    args = ["run", scenario, "--target", "cpu", "--out", out, "--append", "--rung-timeout", "0.5"]
+    args = ["run", scenario, "--target", "cpu", "--repeats", "1", "--out", out, "--append", "--rung-timeout", "0.5"]
     assert main([str(a) for a in args]) == 1  # the attempt failed: said in the exit code
     assert "failed rungs: community" in capsys.readouterr().err
     (rung,) = json.loads(out.read_text())["rungs"]
@@ -142,7 +142,7 @@ def test_append_interrupted_keeps_the_ok_rung(measured, tmp_path, monkeypatch, c
         raise KeyboardInterrupt
 
     monkeypatch.setattr(harness.ladder.runner, "run_group", ctrl_c)  # Ctrl-C while the rung process runs
-    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out), "--append"]) == 130
+    assert main(["run", str(scenario), "--target", "cpu", "--repeats", "1", "--out", str(out), "--append"]) == 130
     (rung,) = json.loads(out.read_text())["rungs"]
     assert rung["status"] == "ok" and rung["samples_per_s"] == old["samples_per_s"]
     assert rung["failed_attempts"][0]["reason"].startswith("interrupted (Ctrl-C)")
@@ -154,7 +154,7 @@ def test_append_through_a_symlink_writes_the_file_it_points_to(measured, tmp_pat
     link = tmp_path / "link.json"
     link.symlink_to(out)
     monkeypatch.setattr(harness.ladder.runner, "run_group", lambda *a, **k: Finished(3))
-    assert main(["run", str(scenario), "--target", "cpu", "--out", str(link), "--append"]) == 1
+    assert main(["run", str(scenario), "--target", "cpu", "--repeats", "1", "--out", str(link), "--append"]) == 1
     assert link.is_symlink() and link.resolve() == out
     data = json.loads(out.read_text())
     assert data["provenance_earlier"] and data["rungs"][0]["samples_per_s"] == old["samples_per_s"]
@@ -192,7 +192,19 @@ def test_a_stop_signal_ends_the_rung_process_group_and_its_temporary_folder(tmp_
     scenario, out, tmp = scenario_file(tmp_path), tmp_path / "r.json", tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(scenario), "--target", "cpu", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        str(scenario),
+        "--target",
+        "cpu",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

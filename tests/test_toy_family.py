@@ -73,7 +73,7 @@ def test_the_toy_family_runs_a_ladder_and_shows_it(toy_registered, tmp_path, cap
     scenario, out = tmp_path / "toy.yaml", tmp_path / "toy.json"
     scenario.write_text(SCENARIO)
     # cpu is not listed in the scenario's targets: a known target runs the workload unchanged
-    assert main(["run", str(scenario), "--target", "cpu", "--out", str(out)]) == 0
+    assert main(["run", str(scenario), "--target", "cpu", "--repeats", "1", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     rungs = result["rungs"]
     assert [r["status"] for r in rungs] == ["ok", "ok"], [r.get("reason") for r in rungs]

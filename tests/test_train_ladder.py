@@ -395,7 +395,10 @@ def test_vlabench_run_times_the_scenarios_ladder(tmp_path, monkeypatch):
     ladder like any other (an evaluation-only scenario is refused)."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run.json"
-    assert main(["run", str(SCENARIO), "--target", "cpu", "--rungs", "community", "--out", str(out)]) == 0
+    assert (
+        main(["run", str(SCENARIO), "--target", "cpu", "--rungs", "community", "--repeats", "1", "--out", str(out)])
+        == 0
+    )
     rung = json.loads(out.read_text())["rungs"][0]
     assert rung["name"] == "community" and rung["status"] == "ok" and rung["loss_parity"]["pass"]
 

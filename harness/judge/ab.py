@@ -72,6 +72,28 @@ class Config:
     confidence: float
     out: Path
     rung_timeout_s: float | None
+    pin_cpu: int | None = None  # a CPU target: every run on this one CPU with one thread (None: --no-pin, or a GPU)
+
+
+# A CPU target's runs, both sides: one intra-op thread each, on one CPU. With the default threads (one per core),
+# the rung's threads wait for each other at every op, so another job on any core slows a run by far more than its
+# share: issue 52 reports a real 20% slowdown read B/A 0.58 with an interval of 0.04-7.7 (inconclusive) and, pinned,
+# 0.85 [0.76-0.95] (FAIL).
+PIN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+PIN_LAUNCHER = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
+
+
+def pin_cpu(allowed: set[int] | None = None) -> int | None:
+    """The CPU both sides' runs share: the last one this process may use (away from CPU 0, where the kernel's own
+    work tends to land); None where affinity cannot be set."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return max(allowed if allowed is not None else os.sched_getaffinity(0))
+
+
+def pinned(cmd: list[str], cpu: int | None) -> list[str]:
+    """`cmd` started on `cpu` alone (the affinity is set in the process, then it becomes `cmd`)."""
+    return cmd if cpu is None else [sys.executable, "-c", PIN_LAUNCHER, str(cpu), *cmd]
 
 
 @dataclass
@@ -210,20 +232,33 @@ def checked_out(sides: list[Side]) -> Iterator[None]:
 # ---- running ---------------------------------------------------------------------------------------------------
 
 
-def run_command(cfg: Config, rungs: list[str], out: Path) -> list[str]:
+def run_command(cfg: Config, rungs: list[str], out: Path, tree: Path | None = None) -> list[str]:
+    """One process of a side: a single run (the pairs are the A/B's repeats), where the side's code knows
+    `--repeats` (older trees run once anyway)."""
     cmd = [sys.executable, "-m", "harness.cli", "run", str(cfg.scenario), "--target", cfg.target]
     cmd += ["--rungs", ",".join(rungs), "--out", str(out)]
+    if tree is None or "--repeats" in _read(tree / "harness" / "ladder" / "run_cli.py"):
+        cmd += ["--repeats", "1"]
     return cmd + (["--rung-timeout", f"{cfg.rung_timeout_s:g}"] if cfg.rung_timeout_s else [])
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def run_side(cfg: Config, side: Side, pair: int, rungs: list[str]) -> Run:
     """One `vlabench run` of `side`'s code (cwd and PYTHONPATH its tree), writing DIR/<a|b>-<pair>.json."""
     out = cfg.out / f"{side.label.lower()}-{pair}.json"
     out.unlink(missing_ok=True)  # a file from an earlier A/B into the same DIR is not this run's
-    env = {**os.environ, **side.env, "PYTHONUNBUFFERED": "1"}
+    pin_env = PIN_ENV if cfg.pin_cpu is not None else {}
+    env = {**os.environ, **pin_env, **side.env, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(side.tree), env.get("PYTHONPATH")) if p)
     started = time.perf_counter()
-    done = run_group(run_command(cfg, rungs, out), env, lambda _: None, None, cwd=side.tree)
+    cmd = pinned(run_command(cfg, rungs, out, side.tree), cfg.pin_cpu)
+    done = run_group(cmd, env, lambda _: None, None, cwd=side.tree)
     wall = time.perf_counter() - started
     if not out.exists():
         why = f"the run exited {done.returncode} without a result file: {' | '.join(done.tail[-2:]) or 'no output'}"
@@ -410,6 +445,7 @@ def document(cfg: Config, sides: list[Side], runs: list[Run], verdicts: list[Ver
         "pairs_requested": cfg.pairs,
         "tolerance": cfg.tolerance,
         "confidence": cfg.confidence,
+        "pinned": None if cfg.pin_cpu is None else {"cpu": cfg.pin_cpu, "env": PIN_ENV},
         "a": sides[0].as_dict(),
         "b": sides[1].as_dict(),
         "runs": [r.as_dict() for r in runs],
@@ -456,7 +492,8 @@ def config_from_args(args) -> Config:
     check_new_files(out, ("ab.json",), args.force)  # an earlier A/B's runs are not replaced unasked
     timeout = args.rung_timeout
     path = Path(args.scenario).resolve()
-    return Config(path, scenario.name, target.name, rungs, args.pairs, tolerance, confidence, out, timeout)
+    cpu = pin_cpu() if target.backend == "cpu" and not getattr(args, "no_pin", False) else None
+    return Config(path, scenario.name, target.name, rungs, args.pairs, tolerance, confidence, out, timeout, cpu)
 
 
 def run_ab(args) -> int:
@@ -477,11 +514,21 @@ def run_ab(args) -> int:
             extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
             print(f"{side.label}: {side.describe()}{extra}", file=stream)
         print(f"{cfg.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
+        print(pin_line(cfg), file=stream)
         cfg.out.mkdir(parents=True, exist_ok=True)  # only once both sides are checked out: a refusal writes nothing
         runs = alternate(cfg, sides, stream, save)
     doc = save(runs)
     verdicts = [decide(r, pairs_of(runs), cfg.tolerance, cfg.confidence) for r in cfg.rungs]
     return report(doc, verdicts, cfg, args.json)
+
+
+def pin_line(cfg: Config) -> str:
+    if cfg.pin_cpu is None:
+        return "not pinned: each run uses its default threads and CPUs"
+    return (
+        f"pinned: every run of both sides on CPU {cfg.pin_cpu} with one thread (OMP_NUM_THREADS=1); --no-pin "
+        "runs with the default threads"
+    )
 
 
 def report(doc: dict, verdicts: list[Verdict], cfg: Config, as_json: bool) -> int:
@@ -514,6 +561,12 @@ def add_ab_arguments(p) -> None:
     p.add_argument("--env-a", action="append", metavar="KEY=VALUE", help="extra environment for side A (repeatable)")
     p.add_argument("--env-b", action="append", metavar="KEY=VALUE", help="extra environment for side B (repeatable)")
     p.add_argument("--rung-timeout", type=float, metavar="S", help="record a rung as error after S seconds")
+    p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="a CPU target: run with the default threads and CPUs (default: every run of both sides on one CPU, "
+        "one thread)",
+    )
     p.add_argument("--json", action="store_true", help="print ab.json's content instead of the table")
     p.add_argument(
         "--bisect",

@@ -271,6 +271,7 @@ def judge(f: Figure, col: Column) -> Verdict:
         ours_text = "-" if ours_value is None else f"{ours_value:.2f}x"
         bad = [r for r in (from_rung, ours_map["to_rung"]) if _ok(result, r) is None]
         records = [_ok(result, ours_map["to_rung"]), _ok(result, from_rung)]
+        spanned = span(result, from_rung, ours_map["to_rung"])
     else:
         rec = _ok(result, ours_map["rung"])
         if rec is not None:
@@ -278,6 +279,7 @@ def judge(f: Figure, col: Column) -> Verdict:
             ours_text = f"{ours_value:.2f} {f.unit}"
         bad = [] if rec else [ours_map["rung"]]
         records = [rec]
+        spanned = span(result, result["rungs"][0]["name"] if result["rungs"] else ours_map["rung"], ours_map["rung"])
     if bad:
         statuses = {r["name"]: r["status"] for r in result["rungs"]}
         missing = ", ".join(f"{r} {statuses.get(r, 'not measured')}" for r in bad)
@@ -302,15 +304,35 @@ def judge(f: Figure, col: Column) -> Verdict:
             return verdict(
                 ours_text, NOT_COMPARABLE, f"theirs at batch {batch}, ours at batch {result['workload']['batch_size']}"
             )
-    return _speed_verdict(f, col, ours_text, over, records)
+    return _speed_verdict(f, col, ours_text, over, records, spanned)
 
 
-def _speed_verdict(f: Figure, col: Column, text: str, over: str, records: list[dict]) -> Verdict:
-    """What our rungs' records say about a comparable speed figure: parity, runs, repeats, then the interval."""
+def span(result: dict, first: str, last: str) -> list[dict]:
+    """The rung records of the ladder from `first` to `last`, both included, in the result's order: a speedup
+    figure's span (every rung whose option the gain adds), or an absolute figure's (every rung whose option its
+    rung carries: the ladder is cumulative)."""
+    names = [r["name"] for r in result["rungs"]]
+    if first not in names or last not in names:
+        return [r for r in result["rungs"] if r["name"] in (first, last)]
+    i, j = sorted((names.index(first), names.index(last)))
+    return result["rungs"][i : j + 1]
+
+
+def _speed_verdict(
+    f: Figure, col: Column, text: str, over: str, records: list[dict], spanned: list[dict] | None = None
+) -> Verdict:
+    """What our rungs' records say about a comparable speed figure: parity on every rung of its span, runs,
+    repeats, then the interval."""
     where = f"(theirs: {_where_theirs(f)}; ours: {_where_ours(col)})"
-    broken = [r["name"] for r in records if (r.get("loss_parity") or {}).get("pass") is False]
+    spanned = records if spanned is None else spanned
+    broken = [r["name"] for r in spanned if (r.get("loss_parity") or {}).get("pass") is False]
     if broken:
-        return Verdict(f, col.label, text, PARITY_FAILED, f"{', '.join(broken)} broke loss parity: no speed verdict")
+        first, last = spanned[0]["name"], spanned[-1]["name"]
+        why = (
+            f"not reproduced: {', '.join(broken)} broke loss parity, in the span {first} to {last} this figure "
+            "rests on: no speed verdict"
+        )
+        return Verdict(f, col.label, text, PARITY_FAILED, why)
     if len(records) == 2 and not same_run(*records):
         why = f"{records[1]['name']} and {records[0]['name']} were measured in different runs: no verdict"
         return Verdict(f, col.label, text, DIFFERENT_RUNS, why)

@@ -29,12 +29,29 @@ from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
 from ..results import load_result, write_text_atomic
 from ..stats.repeats import ok_repeats
-from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, repeats_ratio, slowdown, steps_ratio, whole_rate
+from ..stats.spread import (
+    SLOWER,
+    WITHIN_NOISE,
+    Ratio,
+    repeats_ratio,
+    slowdown,
+    steps_ratio,
+    whole_rate,
+    with_process_spread,
+)
 
 PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
 # 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 3
 SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
+# A machine whose probe ran more than this much slower in the current rung than in the baseline's cannot time
+# anything: the rung's threads can suffer far more than the probe (an A/A on 2 CPU threads under a busy loop read
+# the rung 98.7% slower), so no throughput verdict but inconclusive stands on it.
+UNFIT_SLOWDOWN = 0.20
+# The spread between processes (sd of the log of a run's whole-run rate from one process to the next) assumed for
+# two single runs of a rung that records none (a rung with repeats records its own `process_spread`), by backend:
+# docs/gates.md says where each figure was measured.
+DEFAULT_PROCESS_SPREAD = {"cpu": 0.05, "cuda": 0.03, "npu": 0.03}
 WORKLOAD_KEYS = (
     "model",
     "model_size",
@@ -355,7 +372,9 @@ def _rung_checks(
         )
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
     return [
-        _throughput_check(name, base, cur, global_batch(baseline), global_batch(current), limits),
+        _throughput_check(
+            name, base, cur, global_batch(baseline), global_batch(current), limits, process_spread(base, cur, baseline)
+        ),
         _memory_check(name, base, cur, limits),
         _parity_check(name, base, cur),
     ]
@@ -366,12 +385,15 @@ def global_batch(result: dict) -> int:
     return result["workload"]["batch_size"] * result.get("nproc", 1)
 
 
-def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits) -> Check:
+def _throughput_check(
+    name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits, spread: tuple[float, str]
+) -> Check:
     """The rule of docs/gates.md: the whole step-time distribution (samples over the total time of all timed
-    steps), an interval over repeats where either side has them (over the steps of each run otherwise), FAIL
-    when slower than the tolerance and outside that interval; the machine probe may turn a FAIL into
-    inconclusive only when it measured the machine slower and only by as much as it slowed."""
-    ratio = throughput_ratio(base, cur, base_batch, cur_batch, limits.confidence)
+    steps), an interval over repeats where either side has them (over the steps of two single runs otherwise,
+    widened by the spread between processes `spread`), FAIL when slower than the tolerance and outside that
+    interval; the machine probe may turn a FAIL into inconclusive only when it measured the machine slower and
+    only by as much as it slowed, and a machine more than UNFIT_SLOWDOWN slower is unfit to decide a slowdown."""
+    ratio = throughput_ratio(base, cur, base_batch, cur_batch, limits.confidence, spread[0])
     median_change = cur["samples_per_s"] / cur_batch / (base["samples_per_s"] / base_batch) - 1
     check = Check(
         name,
@@ -380,14 +402,20 @@ def _throughput_check(name: str, base: dict, cur: dict, base_batch: int, cur_bat
         f"{_whole_rate(base, base_batch):.2f}/s",
         f"{_whole_rate(cur, cur_batch):.2f}/s",
         ratio.text(),
-        f"{_evidence(base, cur, ratio)}; median {median_change:+.1%}",
+        f"{_evidence(base, cur, ratio, spread)}; median {median_change:+.1%}",
     )
     machine = machine_ratio(base, cur, limits.confidence)
     slower_machine = machine is not None and machine.high < 1
     if machine is not None and (slower_machine or machine.low > 1):
         check.note += f"; machine {machine.text()} (probe)"
     verdict, tol = slowdown(ratio, limits.tolerance), limits.tolerance
-    if verdict == SLOWER and slower_machine and _machine_explains(ratio, machine, tol):
+    if verdict in (SLOWER, WITHIN_NOISE) and machine is not None and machine.value < 1 - UNFIT_SLOWDOWN:
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; machine unfit: its probe ran {1 - machine.value:.0%} slower than in the baseline (beyond the "
+            f"{UNFIT_SLOWDOWN:.0%} bound), so it cannot time the rung: run both again on a quiet machine"
+        )
+    elif verdict == SLOWER and slower_machine and _machine_explains(ratio, machine, tol):
         check.verdict = INCONCLUSIVE
         check.note += (
             f"; slower by more than {tol:.0%}, but the machine itself was {1 - machine.value:.0%} slower "
@@ -415,20 +443,33 @@ def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     return own >= 1 - 2 * tolerance and ratio.high / machine.value >= 1 - tolerance
 
 
+def process_spread(base: dict, cur: dict, baseline: dict) -> tuple[float, str]:
+    """The spread between processes that two single runs of a rung are judged with, and where it comes from: the
+    larger `process_spread` either rung records (measured from its repeats), else the default of the target's
+    backend (DEFAULT_PROCESS_SPREAD)."""
+    recorded = [r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None]
+    if recorded:
+        return max(recorded), "measured from repeats"
+    backend = (baseline.get("target") or {}).get("backend") or "cpu"
+    return DEFAULT_PROCESS_SPREAD.get(backend, max(DEFAULT_PROCESS_SPREAD.values())), f"the {backend} default"
+
+
 def _whole_rate(rec: dict, batch: int) -> float:
     return statistics.median(whole_rate(r["step_times_s"], batch) for r in ok_repeats(rec))
 
 
-def _evidence(base: dict, cur: dict, ratio: Ratio) -> str:
+def _evidence(base: dict, cur: dict, ratio: Ratio, spread: tuple[float, str]) -> str:
     n_base, n_cur = len(ok_repeats(base)), len(ok_repeats(cur))
     if ratio.method == "repeats":
         return f"repeats {n_base} vs {n_cur} (t, {ratio.df} df)"
-    return "single runs: steps only, the spread between processes unknown"
+    return f"single runs: steps, widened by a {spread[0]:.1%} spread between processes ({spread[1]})"
 
 
-def throughput_ratio(base: dict, cur: dict, base_batch: int, cur_batch: int, confidence: float) -> Ratio:
+def throughput_ratio(
+    base: dict, cur: dict, base_batch: int, cur_batch: int, confidence: float, spread: float = 0.0
+) -> Ratio:
     """Current over baseline whole-run samples/s: over repeats where either side has two or more, else over
-    the steps of the two single runs."""
+    the steps of the two single runs, the interval widened by the spread between processes `spread`."""
     b, c = ok_repeats(base), ok_repeats(cur)
     by_repeats = repeats_ratio(
         [whole_rate(r["step_times_s"], cur_batch) for r in c],
@@ -437,7 +478,8 @@ def throughput_ratio(base: dict, cur: dict, base_batch: int, cur_batch: int, con
     )
     if by_repeats is not None:
         return by_repeats
-    return steps_ratio(c[0]["step_times_s"], b[0]["step_times_s"], cur_batch, base_batch, confidence)
+    steps = steps_ratio(c[0]["step_times_s"], b[0]["step_times_s"], cur_batch, base_batch, confidence)
+    return with_process_spread(steps, spread, confidence) if spread > 0 else steps
 
 
 def machine_ratio(base: dict, cur: dict, confidence: float = 0.95) -> Ratio | None:

@@ -14,6 +14,10 @@ from ..machine.hardware import TARGETS
 from ..outputs import check_out_file, file_name, positive_seconds
 from .processes import signals_as_interrupt
 
+# A result meant for gating holds the spread between processes: pyperf and asv time several processes by default
+# for the same reason (docs/gates.md, "The default path").
+DEFAULT_REPEATS = 3
+
 
 def add_run_arguments(run) -> None:
     run.add_argument("scenario", help="scenario YAML file")
@@ -51,10 +55,12 @@ def add_run_arguments(run) -> None:
     run.add_argument(
         "--repeats",
         type=int,
-        default=1,
+        default=DEFAULT_REPEATS,
         metavar="N",
-        help="run each rung N times, each in a fresh process, in rounds with the rung order rotated; every "
-        "figure is then the median over the repeats with an interval that includes their spread",
+        help=f"run each rung N times (default {DEFAULT_REPEATS}), each in a fresh process, in rounds with the rung "
+        "order rotated; every figure is then the median over the repeats with an interval that includes their "
+        "spread, which the gate judges with (one run's steps cannot show how far processes differ: --repeats 1 "
+        "is quicker, and a gate of two single runs only assumes that spread)",
     )
     run.add_argument(
         "--nproc",

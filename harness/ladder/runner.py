@@ -25,6 +25,7 @@ from ..machine.hardware import ALLOCATOR_ENV, Target, capabilities, get_device
 from ..results import ResultWriter, load_result, provenance
 from ..scenario import Scenario, Workload
 from ..spec import RungSpec, scenario_spec
+from ..stats.parity import loss_parity
 from ..stats.repeats import combine, rotated
 from .memory_plan import MemoryPlanner, memory_line
 from .processes import run_group
@@ -108,20 +109,6 @@ def run_rung_process(
             "reason": f"rung process died with exit code {done.returncode}",
             "output_tail": done.tail,
         }
-
-
-def loss_parity(losses: list[float], baseline: list[float], tolerance: float, why: str) -> dict:
-    """Max relative loss difference over the timed steps against the baseline rung's losses."""
-    if not losses or len(losses) != len(baseline):
-        return {
-            "max_rel_diff": None,
-            "tolerance": tolerance,
-            "pass": False,
-            "why": why,
-            "note": "baseline has a different number of timed steps",
-        }
-    diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, baseline))
-    return {"max_rel_diff": diff, "tolerance": tolerance, "pass": diff <= tolerance, "why": why}
 
 
 def add_comparisons(rungs: list[dict], family, scenario: Scenario, workload: Workload) -> None:

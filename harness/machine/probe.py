@@ -9,7 +9,9 @@ The gate uses it to call such a comparison inconclusive instead of a regression.
 The kernel is a square matmul in the device's working precision, repeated a number of times calibrated
 once per rung so that one probe takes about the backend's `probe_s` (harness/machine/backends.py, with its size and dtype): long enough to span several scheduler time slices (a
 short probe could fit between a competing process's slices and miss it), short against a step. Runs are
-compared in matmuls per second, so a different repeat count does not matter.
+compared in matmuls per second, so a different repeat count does not matter. The probe runs in the rung's own
+process between its steps, so on a CPU it uses the rung's intra-op threads (torch.get_num_threads(), recorded as
+`threads`): a busy core that the rung's threads wait for at every op slows the probe's threaded matmul too.
 
 On an accelerator the host is probed too: a step that launches thousands of small kernels (an eager,
 launch-bound step) runs at the speed of the host thread that dispatches them, which the device's matmul does
@@ -79,6 +81,9 @@ class MachineProbe:
         return {
             "kernel": f"{dtype} matmul {self.size}x{self.size}x{self.size}",
             "repeats": self.repeats,
+            # the probe runs in the rung's process, on the rung's intra-op threads: it measures the machine as the
+            # rung uses it (a probe on fewer threads than the rung would miss a busy core the rung waits for)
+            "threads": torch.get_num_threads(),
             "times_s": list(self.times_s),
             "where": list(self.where),
             **(
@@ -111,7 +116,11 @@ def whole_probe_rate(record: dict) -> float:
 
 
 def same_kernel(a: dict | None, b: dict | None) -> bool:
-    return bool(a and b and a.get("kernel") == b.get("kernel"))
+    """Whether two probe records measured the same work: the same kernel on the same number of threads (where
+    both say; records before the thread count was kept compare by kernel alone)."""
+    if not (a and b and a.get("kernel") == b.get("kernel")):
+        return False
+    return a.get("threads") is None or b.get("threads") is None or a["threads"] == b["threads"]
 
 
 __all__ = ["MachineProbe", "probe_rates", "same_kernel", "whole_probe_rate"]

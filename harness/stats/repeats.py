@@ -4,7 +4,8 @@ rounds so that drift over the run spreads over every rung instead of landing on 
 The rung record keeps every repeat under `repeats` and sets its figures from them: `samples_per_s` is the
 median over the ok repeats, `samples_per_s_interval` a 95% t interval over them (it includes the spread
 between processes), `step_times_s` every ok repeat's steps one after the other (so p10/p90 are over all of
-them), losses and the machine probe those of the first ok repeat, peak memory the largest. Other fields
+them), losses and the machine probe those of the first ok repeat, peak memory the largest, `process_spread` the
+sd of the log whole-run rate over the ok repeats (the spread between processes). Other fields
 (compile time, data wait, ...) are the median repeat's.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from .spread import geometric_interval
+from .spread import geometric_interval, log_spread, whole_rate
 from .timing import percentile
 
 CONFIDENCE = 0.95
@@ -71,6 +72,11 @@ def combine(repeats: list[dict], samples_per_step: int) -> dict:
         "peak_reserved_gib": max(reserved) if reserved else None,
         "repeats": repeats,
     }
+    # the spread between processes (sd of the log whole-run rate over the ok repeats): what a single run of this
+    # rung on this target is later judged with (harness/judge/gates.py process_spread)
+    spread = log_spread([whole_rate(r["step_times_s"], samples_per_step) for r in ok])
+    if spread is not None:
+        record["process_spread"] = spread
     if mid.get("mfu") is not None:
         record["mfu"] = mid["mfu"] * median / mid["samples_per_s"]
     if "samples_per_s_per_device" in mid:

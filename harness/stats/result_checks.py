@@ -2,7 +2,7 @@
 
 A rung's samples/s and its 10th/90th percentiles come from its step times (harness/stats/timing.py), a rung with
 repeats states the median over its repeats, speedups are ratios of stated samples/s (harness/ladder/runner.py,
-add_comparisons), and an evaluation's success counts are those of its stored episodes (harness/stats/rates.py)
+add_comparisons), loss parity follows from the stored losses (harness/stats/parity.py), and an evaluation's success counts are those of its stored episodes (harness/stats/rates.py)
 A figure more than 1% off what the data says is refused in one line naming the key, the figure the data gives
 and the figure found. Runs on a file the schema (harness/results.py) has already accepted.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from .parity import recomputed_parity
 from .rates import success_rates
 from .timing import summarize_steps
 
@@ -49,7 +50,32 @@ def check_result(data: dict) -> None:
             if rung["status"] == "ok":
                 _check_rung(rung, samples)
     _check_speedups(rungs)
+    _check_parity(rungs)
     _check_success_rates(data)
+
+
+def _check_parity(rungs: list[dict]) -> None:
+    """Each ok rung's stated loss parity against the parity recomputed from the stored losses (the runner's own
+    function, harness/stats/parity.py): a `pass` that the losses do not give, or a max_rel_diff more than 1% off,
+    is refused, so a result whose losses were changed cannot keep a passing parity."""
+    for rung in rungs:
+        if rung["status"] != "ok":
+            continue
+        expected = recomputed_parity(rung, rungs)
+        if expected is None:
+            continue
+        key, stated = f"rungs.{rung['name']}.loss_parity", rung["loss_parity"]
+        how = f"recomputed from the stored losses against {stated.get('against') or rungs[0]['name']}"
+        if bool(stated.get("pass")) != expected["pass"]:
+            diff = expected["max_rel_diff"]
+            detail = "no comparable steps" if diff is None else f"max_rel_diff {_num(diff)}"
+            raise Mismatch(
+                f"{key}.pass",
+                f"{str(expected['pass']).lower()} ({how}: {detail}, tolerance {_num(stated['tolerance'])})",
+                str(stated.get("pass")).lower(),
+            )
+        if expected["max_rel_diff"] is not None and stated.get("max_rel_diff") is not None:
+            _agree(f"{key}.max_rel_diff", stated["max_rel_diff"], expected["max_rel_diff"], how)
 
 
 def _samples_per_step(data: dict) -> int:

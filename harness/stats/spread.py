@@ -162,3 +162,21 @@ def slowdown(ratio: Ratio, tolerance: float) -> str:
     if ratio.value < 1 - tolerance:
         return SLOWER if ratio.high < 1 else WITHIN_NOISE
     return NOT_SLOWER
+
+
+def log_spread(values: list[float]) -> float | None:
+    """The spread between processes: the sample sd of the log of per-repeat figures (None for fewer than 2)."""
+    return math.sqrt(_var([math.log(v) for v in values])) if len(values) >= 2 else None
+
+
+def with_process_spread(ratio: Ratio, spread: float, confidence: float = 0.95) -> Ratio:
+    """A ratio of two single runs with the spread between processes added to its interval: each run is one draw
+    of its process's level (log-normal, sd `spread`), so their log ratio moves by sqrt(2) x spread beyond what
+    its steps show; each half of the interval (in logs) is widened in quadrature by z x sqrt(2) x spread."""
+    from statistics import NormalDist
+
+    extra = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(2) * spread
+    low_half, high_half = math.log(ratio.value / ratio.low), math.log(ratio.high / ratio.value)
+    low = ratio.value * math.exp(-math.hypot(low_half, extra))
+    high = ratio.value * math.exp(math.hypot(high_half, extra))
+    return Ratio(ratio.value, low, high, "steps+spread", ratio.df)
