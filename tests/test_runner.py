@@ -155,3 +155,12 @@ def test_repeats_run_each_rung_in_fresh_processes_in_rotated_rounds(tmp_path):
     assert by_name["needs-fp8"]["status"] == "unsupported"
     assert prune["loss_parity"]["pass"]
     assert main(["show", str(out)]) == 0
+
+
+def test_after_a_run_the_output_says_what_the_figures_are_and_what_to_do_next():
+    from harness.ladder.run_cli import next_steps
+
+    cpu = next_steps("runs/x.json", "cpu", {"target": {"backend": "cpu"}})
+    assert "functional checks" in cpu and "vlabench record runs/x.json" in cpu and "vlabench gate" in cpu
+    gpu = next_steps("runs/x.json", "h100", {"target": {"backend": "cuda"}})
+    assert "functional checks" not in gpu and gpu.startswith("next: vlabench show runs/x.json")

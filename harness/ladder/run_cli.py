@@ -124,11 +124,27 @@ def cmd_run(args) -> int:
     print()
     print(ladder_table(result))
     print(f"\nresult: {out}")
+    print(next_steps(out, target.name, result))
     failed = failed_rungs(result)
     if failed:
         print(f"failed rungs: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def next_steps(out, target: str, result: dict) -> str:
+    """What a newcomer can do with the result, and how to read it on a host without an accelerator."""
+    lines = []
+    if result["target"]["backend"] == "cpu":
+        lines.append(
+            "note: on a CPU these are functional checks (tiny model, a few steps): the speedups say nothing about a "
+            "GPU; run on a GPU target for figures to compare with the published ones"
+        )
+    lines.append(
+        f"next: vlabench show {out} (the table again) | vlabench record {out} (make it the baseline) | "
+        f"vlabench gate NEW.json (a later run against it) | vlabench report {out} --out DIR (figures)"
+    )
+    return "\n".join(lines)
 
 
 def failed_rungs(result: dict) -> list[str]:
