@@ -72,6 +72,9 @@ class MemoryEvidence:
     # the share of the card's memory a planned rung leaves free: the plan adds up savings measured one group at a
     # time and in another compile mode, and the allocator needs room beside the peak
     margin: Annotated[float, Bounds(0, 0.5)] = 0.10
+    # ladder results of this scenario measured on the cards themselves: a rung that ran out of memory on a card with
+    # the same options is refused there before it builds (its need is known to exceed that card)
+    card_runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

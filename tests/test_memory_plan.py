@@ -119,3 +119,25 @@ def test_the_ladder_table_says_what_each_planned_rung_recomputed(tmp_path):
     lines = [line for line in table.splitlines() if line.startswith(("planned-recompute", "sdpa-joint-attention"))]
     assert expected in lines[1] and expected not in lines[0]
     assert "host Test CPU 9000, 16 cores" in table.splitlines()[0]
+
+
+def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refused_up_front():
+    """The committed H100 run: fp8-triton-vision-mlp ran out of memory under the H100's plan. On an H100 with the
+    same plan it is refused before it builds, naming the run; the rungs that fitted run; another card is not
+    concerned, and neither are other options."""
+    h100 = json.loads((ROOT / "results/h100/pi05-beyond.json").read_text())
+    oom = [r["name"] for r in h100["rungs"] if r["status"] == "oom"]
+    assert oom == ["fp8-triton-vision-mlp"]
+    card = h100["target"]["memory_gib"]
+    p = MemoryPlanner(BEYOND, PEAKS["workload"], card, "h100")
+    ran, plan, refused = p.apply(rung("fp8-triton-vision-mlp"))
+    assert ran.cumulative == by_name(h100)["fp8-triton-vision-mlp"]["options"]
+    sha = h100["provenance"]["git_sha"][:7]
+    assert refused == (
+        f"needs more than the card's {card:.1f} GiB: it ran out of memory on h100 with these options "
+        f"(pi05-beyond.json, vlabench {sha})"
+    )
+    assert p.apply(rung("fp8-triton-mlp"))[2] is None and p.apply(rung("skip-prefix-tail"))[2] is None
+    assert MemoryPlanner(BEYOND, PEAKS["workload"], card, "a100").apply(rung("fp8-triton-vision-mlp"))[2] is None
+    # on a card whose plan differs (room for the written recompute), the options differ: not refused
+    assert MemoryPlanner(BEYOND, PEAKS["workload"], 139.8, "h100").apply(rung("fp8-triton-vision-mlp"))[2] is None

@@ -66,15 +66,23 @@ class MemoryPlanner:
     """The memory decisions of one run on one card (`card_gib`: the device's total memory; None on a host without an
     accelerator, where nothing is planned or refused)."""
 
-    def __init__(self, scenario: Scenario, workload: dict, card_gib: float | None):
-        self.scenario, self.card_gib = scenario, card_gib
+    def __init__(self, scenario: Scenario, workload: dict, card_gib: float | None, target: str | None = None):
+        self.scenario, self.card_gib, self.target = scenario, card_gib, target
         self.family = get_family(scenario.model)
         evidence = scenario.memory
         self.margin = evidence.margin if evidence else 0.0
         self.peaks: dict[str, dict] = {}
+        self.ran_out: dict[str, tuple[dict, str]] = {}  # rung name: (its record, where) for an OOM on this card
         self.peaks_from = self.sweep = None
         if evidence is None or card_gib is None:
             return
+        for rel in evidence.card_runs:
+            result = _load(scenario, rel, "card_runs")
+            if result.get("target", {}).get("name") == target and _same_workload(result.get("workload", {}), workload):
+                sha = str(result.get("provenance", {}).get("git_sha"))[:7]
+                for r in result.get("rungs", []):
+                    if r.get("status") == "oom":
+                        self.ran_out[r["name"]] = (r, f"{Path(rel).name}, vlabench {sha}")
         if evidence.peaks:
             result = _load(scenario, evidence.peaks, "peaks")
             if _same_workload(result.get("workload", {}), workload):
@@ -150,11 +158,22 @@ class MemoryPlanner:
                 )
             if not plan["as_written"]:
                 rung = dataclasses.replace(rung, cumulative={**rung.cumulative, **plan["options"]})
-            return rung, plan, None
+            return rung, plan, self._ran_out(rung)
         need = measured_need(self.family, self.peaks.get(rung.name, {}))
         if need is not None and self.peaks[rung.name]["options"] == rung.cumulative and need > self.card_gib:
             return rung, None, self._too_big(need, f"as measured on {self.peaks_from}")
-        return rung, None, None
+        return rung, None, self._ran_out(rung)
+
+    def _ran_out(self, rung: Rung) -> str | None:
+        """Why a rung that already ran out of memory on this card, with the options it would run with now, is not
+        built again (None: no such run)."""
+        record, where = self.ran_out.get(rung.name, ({}, ""))
+        if record.get("options") != rung.cumulative:
+            return None
+        return (
+            f"needs more than the card's {self.card_gib:.1f} GiB: it ran out of memory on {self.target} with these "
+            f"options ({where})"
+        )
 
     def _too_big(self, need: float, why: str) -> str:
         return too_big(need, why, self.card_gib)

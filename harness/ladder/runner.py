@@ -292,7 +292,7 @@ class _Run:
         self.workload = self.spec.workload
         self.caps = capabilities(target, plan.nproc)
         self.header = result_header(scenario, target, self.spec.workload_record(), self.caps, plan)
-        self.memory = MemoryPlanner(scenario, self.header["workload"], self.header["target"]["memory_gib"])
+        self.memory = MemoryPlanner(scenario, self.header["workload"], self.header["target"]["memory_gib"], target.name)
         self.earlier: dict[str, dict] = {}  # --append: the rungs of the file appended to
         if plan.append and out_path.exists():
             self.earlier = earlier_part(out_path, scenario, target, self.header)
