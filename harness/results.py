@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Expect, SchemaError, describe, parse
+from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Bounds, Expect, SchemaError, describe, parse
 
 from .errors import InputError
 from .stats.kind_checks import check_kind
@@ -209,6 +209,16 @@ class MachineProbeRecord:
 
 
 @dataclass(frozen=True)
+class LossParityRecord:
+    """A rung's stated loss parity: recomputed from the stored losses on load (harness/stats/parity.py)."""
+
+    __open_schema__ = True
+    tolerance: Annotated[float, NON_NEGATIVE] | None = None
+    max_rel_diff: Annotated[float, NON_NEGATIVE] | None = None
+    against: str | None = None
+
+
+@dataclass(frozen=True)
 class RepeatRecord:
     """One repeat of a rung (a fresh process each): its own status and, when ok, its own step figures."""
 
@@ -219,6 +229,7 @@ class RepeatRecord:
     samples_per_s_p90: PositiveNumber | None = None
     step_time_s: PositiveNumber | None = None
     step_times_s: Annotated[tuple[PositiveNumber, ...], AT_LEAST_ONE] | None = None
+    machine_probe: MachineProbeRecord | None = None
 
     def __post_init__(self):
         if self.status == "ok":
@@ -244,6 +255,14 @@ class RungRecord:
     # a non-finite loss was written as null: a finding, not a broken file
     losses: Annotated[tuple[float | None, ...], Expect("a list of numbers (null for a non-finite loss)")] | None = None
     peak_memory_gib: Annotated[float, NON_NEGATIVE] | None = None
+    # the figures tables print beside samples/s
+    peak_reserved_gib: Annotated[float, NON_NEGATIVE] | None = None
+    mfu: Annotated[float, NON_NEGATIVE] | None = None
+    compile_s: Annotated[float, NON_NEGATIVE] | None = None
+    warmup_s: Annotated[float, NON_NEGATIVE] | None = None
+    data_wait_ms: Annotated[float, NON_NEGATIVE] | None = None
+    data_wait_share: Annotated[float, NON_NEGATIVE] | None = None
+    loss_parity: LossParityRecord | None = None
     machine_probe: MachineProbeRecord | None = None
     speedup_vs_baseline: PositiveNumber | None = None
     speedup_vs_previous: PositiveNumber | None = None
@@ -264,6 +283,9 @@ class SuccessEntry:
     __open_schema__ = True
     successes: Annotated[int, NON_NEGATIVE]
     trials: Annotated[int, AT_LEAST_ONE]
+    rate: Annotated[float, Bounds(0, 1)] | None = None
+    wilson_low: Annotated[float, Bounds(0, 1)] | None = None
+    wilson_high: Annotated[float, Bounds(0, 1)] | None = None
 
     def __post_init__(self):
         if self.successes > self.trials:
@@ -288,6 +310,44 @@ class ResultWorkload:
 
 
 @dataclass(frozen=True)
+class EvalLatency:
+    __open_schema__ = True
+    median: Annotated[float, NON_NEGATIVE] | None = None
+    p10: Annotated[float, NON_NEGATIVE] | None = None
+    p90: Annotated[float, NON_NEGATIVE] | None = None
+    first_call: Annotated[float, NON_NEGATIVE] | None = None
+
+    def __post_init__(self):
+        if (self.p10 is None) != (self.p90 is None) or (self.p10 is not None and self.median is None):
+            raise SchemaError("p10", "p10, p90 and the median together", "some of them")
+
+
+@dataclass(frozen=True)
+class UtilisationRecord:
+    __open_schema__ = True
+    mean: Annotated[float, NON_NEGATIVE]
+    p90: Annotated[float, NON_NEGATIVE]
+
+
+@dataclass(frozen=True)
+class EvalThroughput:
+    """An evaluation's speed block, as its table prints it (harness/report/report.py eval_throughput_row)."""
+
+    __open_schema__ = True
+    workers: Annotated[int, NON_NEGATIVE]
+    episodes: Annotated[int, NON_NEGATIVE]
+    env_steps: Annotated[int, NON_NEGATIVE]
+    policy_calls: Annotated[int, NON_NEGATIVE]
+    env_steps_per_s: Annotated[float, NON_NEGATIVE] | None = None
+    wall_s: Annotated[float, NON_NEGATIVE] | None = None
+    sim_steps_per_s_per_worker: Annotated[float, NON_NEGATIVE] | None = None
+    batch_size_mean: Annotated[float, NON_NEGATIVE] | None = None
+    policy_latency_per_chunk_s: Annotated[float, NON_NEGATIVE] | None = None
+    policy_latency_s: EvalLatency | None = None
+    utilisation: dict[str, UtilisationRecord | None] | None = None
+
+
+@dataclass(frozen=True)
 class ResultFile:
     """What every reader of a result file relies on; the rest of the file is kept as it is."""
 
@@ -301,6 +361,7 @@ class ResultFile:
     nproc: Annotated[int, AT_LEAST_ONE] = 1
     success_rate: dict[str, SuccessEntry] | None = None
     episodes: Annotated[tuple[EpisodeRecord, ...], Expect("a list of episode records")] | None = None
+    throughput: EvalThroughput | None = None
 
 
 def load_result(path) -> dict:
