@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import socket
 import stat
@@ -70,8 +71,23 @@ def host_facts() -> dict:
     return {"cpu_model": model or platform.processor() or None, "cpus_visible": visible, "cpu_count": os.cpu_count()}
 
 
-def provenance(command: list[str]) -> dict:
-    """Where and how a result was produced: code version, library versions, machine, time."""
+UNKNOWN_COMMIT = "unknown"
+
+
+def commit_argument(value: str) -> str:
+    """`--commit SHA`: a commit id as git prints it (7 to 40 hex digits); raises InputError otherwise."""
+    if not re.fullmatch(r"[0-9a-f]{7,40}", value or ""):
+        raise InputError("--commit", None, "a commit id (7 to 40 lowercase hex digits)", repr(value))
+    return value
+
+
+def provenance(command: list[str], commit: str | None = None) -> dict:
+    """Where and how a result was produced: code version, library versions, machine, time.
+
+    The commit comes from this checkout's git, or from an explicit claim recorded as one: `commit` (the command's
+    `--commit SHA`) or the environment's VLABENCH_GIT_SHA (a copy of the tree shipped to another machine), in that
+    order. With neither a checkout nor a claim it is "unknown" and `dirty` null. `git_sha_from` says which (one of
+    harness/stats/provenance_checks.py GIT_SHA_FROM: a file saying anything else was edited by hand)."""
     import torch
 
     git_sha = _git("rev-parse", "HEAD")  # None outside a checkout or before the first commit
@@ -80,14 +96,17 @@ def provenance(command: list[str]) -> dict:
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
     sha_from, dirty = "git", None if status is None or git_sha is None else bool(status)
     seen = None
-    if os.environ.get("VLABENCH_GIT_SHA"):
+    claim = ("--commit", commit) if commit else ("VLABENCH_GIT_SHA", os.environ.get("VLABENCH_GIT_SHA"))
+    if claim[1]:
         # A copy of the tree shipped to a remote machine: its .git may be missing or stale (a copy of an older
         # checkout whose HEAD is not the commit sent), so the sender's word on the commit and on uncommitted
         # changes wins; what the local git said is kept beside it when it differs.
-        if git_sha is not None and (git_sha, dirty) != (os.environ["VLABENCH_GIT_SHA"], False):
+        if git_sha is not None and (git_sha, dirty) != (claim[1], False):
             seen = {"git_sha": git_sha, "dirty": dirty}
-        git_sha, sha_from = os.environ["VLABENCH_GIT_SHA"], "VLABENCH_GIT_SHA"
+        sha_from, git_sha = claim
         dirty = {"0": False, "1": True}.get(os.environ.get("VLABENCH_GIT_DIRTY", ""))
+    elif git_sha is None:  # no checkout and no claim: said so, never left blank for someone to fill in
+        sha_from, git_sha, dirty = "unknown", UNKNOWN_COMMIT, None
     return {
         "git_sha": git_sha,
         "git_sha_from": sha_from,

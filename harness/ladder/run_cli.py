@@ -71,6 +71,13 @@ def add_run_arguments(run) -> None:
         "on CPUs); the workload's batch_size is per process",
     )
     run.add_argument(
+        "--commit",
+        metavar="SHA",
+        help="the commit this code is, for a copy of the tree without its own .git (or with a stale one): recorded "
+        "as an explicit claim (provenance.git_sha_from: --commit) over what the local git says, which is kept as "
+        "local_git; VLABENCH_GIT_DIRTY=0|1 says whether it had uncommitted changes",
+    )
+    run.add_argument(
         "--torchrun-args",
         metavar="ARGS",
         help='extra torchrun flags for multi-node runs, e.g. "--nnodes 2 --node_rank 0 --rdzv_endpoint host:29500"',
@@ -79,10 +86,12 @@ def add_run_arguments(run) -> None:
 
 def cmd_run(args) -> int:
     from ..report.report import ladder_table
+    from ..results import commit_argument
     from ..scenario import load_scenario
     from .runner import run_scenario
 
     positive_seconds("--rung-timeout", args.rung_timeout)
+    commit = commit_argument(args.commit) if args.commit is not None else None
     try:
         torchrun_args = shlex.split(args.torchrun_args or "")
     except ValueError as e:  # an unclosed quote
@@ -120,6 +129,7 @@ def cmd_run(args) -> int:
             torchrun_args=torchrun_args,
             floor=args.floor,
             repeats=args.repeats,
+            commit=commit,
         )
     print()
     print(ladder_table(result))

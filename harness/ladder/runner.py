@@ -209,6 +209,7 @@ class RunPlan:
     torchrun_args: list[str] | None = None
     floor: bool = False
     repeats: int = 1  # fresh processes per rung, in rounds with the rung order rotated
+    commit: str | None = None  # `--commit SHA`: the commit this code is, as the caller says (results.provenance)
 
 
 def run_scenario(
@@ -226,11 +227,14 @@ def run_scenario(
     torchrun_args: list[str] | None = None,
     floor: bool = False,
     repeats: int = 1,
+    commit: str | None = None,
 ) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`. With `floor`,
     the workload's kernel floor is measured first and kept in the result; with `repeats` > 1 every rung runs
     that many times, each in a fresh process, round after round with the rung order rotated (harness/stats/repeats.py)."""
-    plan = RunPlan(command, rung_names, append, rung_timeout_s, env, header_extra, nproc, torchrun_args, floor, repeats)
+    plan = RunPlan(
+        command, rung_names, append, rung_timeout_s, env, header_extra, nproc, torchrun_args, floor, repeats, commit
+    )
     return _Run(scenario, target, Path(out_path), plan, progress).run()
 
 
@@ -256,7 +260,7 @@ def result_header(scenario: Scenario, target: Target, workload: dict, caps: froz
             "capabilities": sorted(caps),
             "listed_in_scenario": scenario.lists_target(target.name),
         },
-        "provenance": {**provenance(plan.command), "run_id": uuid.uuid4().hex[:12]},
+        "provenance": {**provenance(plan.command, plan.commit), "run_id": uuid.uuid4().hex[:12]},
         "workload": workload,
         # processes per rung (torchrun); workload.batch_size is per process, the global batch is the product
         "nproc": plan.nproc,

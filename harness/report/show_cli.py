@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import EXIT_OK, InputError
 
 
@@ -15,12 +17,22 @@ def cmd_show(args) -> int:
 
     from ..ladder.floor import attach_floors
     from ..results import load_results
+    from ..stats.provenance_checks import provenance_problems
     from .report import result_table
 
     if args.format not in tabulate_formats:
         raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
     # ladder, recompute sweep or eval; a ladder shown beside a floor result of its workload shows its share
-    for _, result in attach_floors(load_results(args.results)):
+    results = load_results(args.results)
+    for path, result in results:  # shown all the same, with a warning: provenance written by hand after the run
+        problems = provenance_problems(result)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            print(
+                f"vlabench: warning: {path}: provenance not as the harness wrote it: {problems[0]}{more}",
+                file=sys.stderr,
+            )
+    for _, result in attach_floors(results):
         print(result_table(result, fmt=args.format))
         print()
     return EXIT_OK
