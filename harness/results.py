@@ -349,6 +349,13 @@ class UtilisationRecord:
 
 
 @dataclass(frozen=True)
+class UtilisationBlock:
+    __open_schema__ = True
+    cpu_percent: UtilisationRecord | None = None
+    gpu_percent: UtilisationRecord | None = None
+
+
+@dataclass(frozen=True)
 class EvalThroughput:
     """An evaluation's speed block, as its table prints it (harness/report/report.py eval_throughput_row)."""
 
@@ -363,7 +370,7 @@ class EvalThroughput:
     batch_size_mean: Annotated[float, NON_NEGATIVE] | None = None
     policy_latency_per_chunk_s: Annotated[float, NON_NEGATIVE] | None = None
     policy_latency_s: EvalLatency | None = None
-    utilisation: dict[str, UtilisationRecord | None] | None = None
+    utilisation: UtilisationBlock | None = None
 
 
 @dataclass(frozen=True)
