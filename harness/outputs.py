@@ -15,6 +15,7 @@ from pathlib import Path
 
 from models.schema import Match
 
+from . import kinds
 from .errors import InputError, describe
 
 __all__ = [
@@ -167,13 +168,4 @@ def describe_existing(p: Path) -> str:
     target = target.get("name") if isinstance(target, dict) else target
     if not isinstance(name, str) or not isinstance(target, str):
         return "JSON file (not a vlabench result)"
-    kind = data.get("kind")
-    if kind is None and "rung" in data and "steps" in data:
-        return f"profile of {name}/{data['rung']} on {target}"
-    what = f"{kind} result" if kind else "result"
-    count = ""
-    if kind == "eval" and isinstance(data.get("episodes"), list):
-        count = f" with {len(data['episodes'])} episodes"
-    elif kind != "floor" and isinstance(data.get("rungs"), list):
-        count = f" with {len(data['rungs'])} rung{'s' if len(data['rungs']) != 1 else ''}"
-    return f"{what} of {name} on {target}{count}"
+    return kinds.describe(data, name, target)  # e.g. `eval result of ... with 40 episodes` (harness/kinds)

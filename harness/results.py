@@ -25,9 +25,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Bounds, Expect, SchemaError, describe, parse
 
+from . import kinds
 from .errors import InputError
-from .stats.kind_checks import check_kind
-from .stats.result_checks import Mismatch, check_result
+from .stats.result_checks import Mismatch
 
 SCHEMA = "vlabench.result/1"
 RungStatus = Literal["ok", "oom", "error", "unsupported", "skipped"]
@@ -417,8 +417,11 @@ def load_result(path) -> dict:
     except SchemaError as e:
         fail(e.key, e.expected, e.got)
     try:
-        check_kind(data)  # counts, names and blocks of the file's kind (harness/stats/kind_checks.py)
-        check_result(data)  # figures that must follow from the stored data (harness/stats/result_checks.py)
+        kind = kinds.kind_of(data)  # harness/kinds: the one registered kind that recognises the file
+    except kinds.UnknownKind as e:
+        fail(e.key, e.expected, e.got)
+    try:
+        kind.check(data)  # counts, names, blocks and figures (harness/kinds, harness/stats/result_checks.py)
     except (Mismatch, SchemaError) as e:
         fail(e.key, e.expected, e.got)
     return data

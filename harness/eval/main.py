@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
+from .. import kinds
 from ..errors import InputError, UsageError, describe
 from ..machine.utilisation import UtilisationSampler
 from ..outputs import at_least, check_out_file, positive_seconds
@@ -128,8 +129,7 @@ def _load_previous(out: Path, policy_desc: dict) -> _Earlier:
         old = json.loads(out.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(str(out), None, "a readable eval result to resume", str(e)) from None
-    if old.get("kind") != "eval":
-        raise InputError(str(out), "kind", "an eval result to resume", describe(old.get("kind")))
+    kinds.require(old, "eval", str(out), "an eval result to resume", shown=describe)
     before = old.get("policy") or {}
     for key in ("name", "checkpoint", "model_size"):
         if before.get(key) != policy_desc.get(key):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from .. import kinds
 from ..stats.repeats import ok_repeats, per_repeat, same_run
 from ..stats.spread import geometric_interval, repeats_ratio
 from .published import LOWER_IS_BETTER, NOT_STATED, Figure
@@ -53,7 +54,7 @@ class Verdict:
 def is_ladder(result: dict) -> bool:
     """Ladder runs carry no `kind`; a recompute sweep's rungs are alternatives, not cumulative steps, and an
     evaluation ("eval") has success rates instead of rungs."""
-    return result.get("kind") in (None, "ladder")
+    return kinds.kind_of(result).in_compare_columns
 
 
 def columns(results: list[tuple[str, dict]]) -> dict[str, list[Column]]:

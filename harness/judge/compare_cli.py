@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .. import kinds
 from ..errors import EXIT_OK, fail
 from ..outputs import check_new_files, check_out_dir
 from ..results import load_results, result_files
@@ -51,8 +52,12 @@ def cmd_compare(args) -> int:
     fmt = "github" if args.format == "markdown" else "simple"
     trained = training_tables(results, fmt)
     for path, result in results:
-        if not compare.is_ladder(result) and not result.get("success_rate") and result.get("kind") != "train-ladder":
-            print(f"{path}: skipped (kind {result.get('kind')}: neither a ladder nor success rates)", file=sys.stderr)
+        if (
+            not compare.is_ladder(result)
+            and not result.get("success_rate")
+            and not kinds.kind_of(result).in_training_tables
+        ):
+            print(f"{path}: skipped (kind {kinds.stated(result)}: neither a ladder nor success rates)", file=sys.stderr)
     if trained:
         print(trained + "\n")
         if not compare.columns(results):

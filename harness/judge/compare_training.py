@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .. import kinds
+
 
 def _cell(record: dict, versus: dict, suites: list[str]) -> str:
     if record.get("status") != "ok":
@@ -29,7 +31,7 @@ def training_tables(results: list[tuple[str, dict]], fmt: str = "simple") -> str
 
     by_scenario: dict[str, list[dict]] = defaultdict(list)
     for _, result in results:
-        if result.get("kind") == "train-ladder":
+        if kinds.kind_of(result).in_training_tables:
             by_scenario[result["scenario"]["name"]].append(result)
     parts = []
     for scenario, group in by_scenario.items():

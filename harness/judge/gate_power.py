@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from .. import kinds
 from ..results import load_result
 from ..stats.repeats import combine
 from ..stats.spread import SLOWER, repeats_ratio, slowdown, steps_ratio
@@ -219,7 +220,7 @@ def ladder_results(repo: Path) -> list[tuple[str, dict]]:
         if path.parent.name == "published":
             continue
         result = load_result(path)
-        if result.get("kind") in (None, "ladder") and any(r["status"] == "ok" for r in result["rungs"]):
+        if kinds.kind_of(result).in_compare_columns and any(r["status"] == "ok" for r in result["rungs"]):
             out.append((path.relative_to(repo).as_posix(), result))
     return out
 

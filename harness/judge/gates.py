@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from .. import kinds
 from ..errors import InputError
 from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
@@ -203,8 +204,9 @@ def gate(
             f"a result of scenario {baseline['scenario']['name']!r} (the baseline's)",
             repr(current["scenario"]["name"]),
         )
-    if "train-ladder" in (current.get("kind"), baseline.get("kind")):
-        return gate_train_ladders(current, baseline, limits, rungs, current_name, baseline_name)
+    own = next((k.gate for k in (kinds.find(current), kinds.find(baseline)) if k is not None and k.gate), None)
+    if own is not None:  # a kind with a gate of its own (harness/kinds: a train-ladder's)
+        return own(current, baseline, limits, rungs, current_name, baseline_name)
     base_rungs = {r["name"]: r for r in baseline["rungs"]}
     cur_rungs = {r["name"]: r for r in current["rungs"]}
     base_rates = _success_rates(baseline)
@@ -254,8 +256,7 @@ def gate_train_ladders(
     from ..train.convergence import DEFAULT_TOLERANCE, check_convergence
 
     for name, result in ((current_name, current), (baseline_name, baseline)):
-        if result.get("kind") != "train-ladder":
-            raise InputError(name, "kind", "a train-ladder result, as the other file is", repr(result.get("kind")))
+        kinds.require(result, "train-ladder", name, "a train-ladder result, as the other file is")
     base = {r["name"]: r for r in baseline["train_ladder"]["rungs"]}
     cur = {r["name"]: r for r in current["train_ladder"]["rungs"]}
     names = [n for n in base if rungs is None or n in rungs]

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
+from .. import kinds
 from ..arguments import fraction
 from ..errors import InputError
 from ..stats.spread import t_cdf
@@ -128,8 +129,7 @@ def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
     seed, or results of `train-ladder --seeds N` holding several); returns the warnings for what may differ
     (the scenario file's bytes, the dataset's path)."""
     for name, result in ladders:
-        if result.get("kind") != "train-ladder":
-            raise InputError(name, "kind", "a train-ladder result (vlabench train-ladder)", repr(result.get("kind")))
+        kinds.require(result, "train-ladder", name, "a train-ladder result (vlabench train-ladder)")
     if sum(len(seed_runs(r)) for _, r in ladders) < 2:
         raise InputError(
             "RESULT", None, "train-ladder results of two seeds or more (one per seed, or train-ladder --seeds N)",

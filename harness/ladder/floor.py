@@ -23,6 +23,8 @@ from models.floor import Attention, Gemm, floor_flops, training_gemms
 from models.fp8 import ALIGNMENT, MIN_FEATURES
 from models.workload import Workload
 
+from .. import kinds
+
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
 GRAPH_LAUNCHES = 20  # GEMM calls per timed CUDA graph replay
 ATTENTION_LAUNCHES = 10  # attention calls (forward and backward) per timed CUDA graph replay
@@ -254,7 +256,7 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     result among them of the same scenario, target and workload shape (the newest), so that its table shows each
     rung's share; the attached floor records its file (`from`)."""
     floors = sorted(
-        ((p, r) for p, r in results if r.get("kind") == "floor" and "totals" in (r.get("floor") or {})),
+        ((p, r) for p, r in results if kinds.kind_of(r).provides_floor and "totals" in (r.get("floor") or {})),
         key=lambda x: x[1]["provenance"]["created_at"],
     )
 
@@ -266,7 +268,7 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     out = []
     for path, result in results:
         one_device = (result.get("nproc") or 1) == 1  # the floor is one device's; a DDP ladder's samples/s are not
-        if result.get("kind") in (None, "ladder") and one_device and "floor" not in result and key(result) in newest:
+        if kinds.kind_of(result).in_compare_columns and one_device and "floor" not in result and key(result) in newest:
             result = {**result, "floor": newest[key(result)]}
         out.append((path, result))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .. import kinds
 from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_FAILED, EXIT_OK, fail
 from ..outputs import check_out_file, positive_seconds
@@ -120,10 +121,10 @@ def cmd_recompute_plan(args) -> int:
     from .sweep import plan_recompute, sweep_table
 
     result = load_result(args.sweep)
-    if result.get("kind") != "recompute-sweep":
+    if not kinds.is_kind(result, "recompute-sweep"):
         return fail(
             f"{args.sweep}: kind: expected recompute-sweep (a `vlabench recompute-sweep` result), got "
-            f"{result.get('kind') or 'a ladder'}"
+            f"{kinds.stated(result) or 'a ladder'}"
         )
     try:
         plan = plan_recompute(result, args.budget_gib)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import kinds
 from ..judge.compare import Column, speedup
 from ..judge.published import Figure
 
@@ -120,14 +121,7 @@ def rung_bars(result: dict, path: Path) -> Path:
 
 def _trained_runs(result: dict) -> list[tuple[str, dict]]:
     """(label, train block) of a `vlabench train` result or of each trained rung of a train-ladder."""
-    if result.get("kind") == "train":
-        return [(result["train"].get("rung", "run"), result["train"])]
-    rungs = (result.get("train_ladder") or {}).get("rungs", [])
-    return [
-        (r["name"] + (" (sabotaged)" if r["train"].get("test_train_sabotage") else ""), r["train"])
-        for r in rungs
-        if r.get("train")
-    ]
+    return kinds.kind_of(result).trained_runs(result) or []  # harness/kinds: train.py, train_ladder.py
 
 
 def _smoothed(losses: list, window: int) -> list[float]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import kinds
 from ..errors import InputError
 from ..judge import compare
 from ..judge.gate_power import BEGIN as POWER_BEGIN
@@ -155,7 +156,7 @@ def results_block(
         parts += ["", _figure_link(shown[1], RESULTS_DOC)]
     evals: dict[tuple, list[tuple[str, dict]]] = {}
     for path, result in results:
-        if result.get("kind") == "eval":  # shown together below: one row per number of env workers
+        if kinds.is_kind(result, "eval"):  # shown together below: one row per number of env workers
             evals.setdefault(eval_group(result), []).append((path, result))
         else:
             parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
@@ -212,7 +213,7 @@ def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
     measured: dict[str, list[str]] = {}
     for path, r in sorted(results, key=lambda x: x[0]):
         policy = r.get("policy") or {}
-        if r.get("kind") != "eval" or policy.get("checkpoint") == "random":
+        if not kinds.is_kind(r, "eval") or policy.get("checkpoint") == "random":
             continue
         tasks, trials = (r.get("workload") or {}).get("tasks"), (r.get("workload") or {}).get("trials")
         for suite, entry in (r.get("success_rate") or {}).items():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from .. import kinds
 from ..outputs import file_name
 
 
@@ -420,22 +421,7 @@ def floor_table(result: dict, fmt: str = "simple", top: int = 12) -> str:
 def result_table(result: dict, fmt: str = "simple", tasks: bool = True) -> str:
     """The table of one result: the ladder table, the cost table of a recompute sweep, or an evaluation's
     success rates (per task unless `tasks` is off) and throughput."""
-    from ..ladder.sweep import sweep_table
-
-    kind = result.get("kind")
-    if kind == "recompute-sweep":
-        return sweep_table(result, fmt)
-    if kind == "floor":
-        return floor_table(result, fmt)
-    if kind == "train":
-        from ..train.report import train_table
-
-        return train_table(result, fmt)
-    if kind == "train-ladder":
-        from ..train.ladder_report import train_ladder_table
-
-        return train_ladder_table(result, fmt)
-    return eval_table(result, fmt, tasks) if kind == "eval" else ladder_table(result, fmt)
+    return kinds.kind_of(result).table(result, fmt, tasks)  # each kind's table (harness/kinds)
 
 
 def figure_stem(path: str, result: dict) -> str:
@@ -480,7 +466,7 @@ def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None,
                 f"![samples/s and peak memory per rung]({stem}-rungs.png)",
                 "",
             ]
-        if result.get("kind") in ("train", "train-ladder"):
+        if kinds.kind_of(result).trained_runs(result) is not None:  # a training run or a train-ladder
             stem = figure_stem(path, result)
             loss_curves(result, out / f"{stem}-loss.png")
             lines += [f"![training loss per step]({stem}-loss.png)", ""]

@@ -6,6 +6,7 @@ import datetime
 import sys
 from pathlib import Path
 
+from .. import kinds
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
 from .recipe import OPENPI_PI05_LIBERO, Recipe
@@ -177,8 +178,7 @@ def cmd_train_check(args) -> int:
     loaded = []
     for path in [args.reference, *args.results]:
         result = load_result(path)
-        if result.get("kind") != "train":
-            raise InputError(str(path), "kind", "a `vlabench train` result (train)", repr(result.get("kind")))
+        kinds.require(result, "train", str(path), "a `vlabench train` result (train)")
         loaded.append(result)
     reference, runs = loaded[0], loaded[1:]
 

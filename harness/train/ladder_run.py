@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from .. import kinds
 from ..errors import InputError
 from ..results import ResultWriter, load_result, provenance
 from .ladder import RESULT_FILE, LadderPlan, error_text, result_path, rung_dir
@@ -158,8 +159,7 @@ def _earlier(plan: LadderPlan) -> dict[int, dict[str, dict]]:
     if not plan.resume or not path.exists():
         return {}
     old = load_result(path)
-    if old.get("kind") != "train-ladder":
-        raise InputError(str(path), "kind", "a train-ladder result to continue", repr(old.get("kind")))
+    kinds.require(old, "train-ladder", str(path), "a train-ladder result to continue")
     if old["scenario"].get("sha256") != plan.scenario.sha256:
         raise InputError(str(path), "scenario.sha256", f"a run of {plan.scenario.path} as it is now", "another version")
     if old["workload"].get("seed", 0) != plan.seed:

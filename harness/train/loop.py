@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from .. import kinds
 from ..errors import InputError
 from ..ladder.rung import seed_step
 from ..machine.gpu_state import GpuStateSampler, nvml_readers
@@ -162,8 +163,7 @@ def earlier_run(plan: TrainPlan, start: int) -> tuple[dict, list]:
     if not path.exists():
         return {}, []
     old = load_result(path)
-    if old.get("kind") != "train":
-        raise InputError(str(path), "kind", "a train result to continue", repr(old.get("kind")))
+    kinds.require(old, "train", str(path), "a train result to continue")
     record = dict(old.get("train") or {})
     for key in ("losses", "step_times_s", "lr"):
         record[key] = list(record.get(key) or [])[:start]

@@ -1,10 +1,11 @@
-"""Load-time checks of what each kind of result file (harness/results.py load_result) holds beyond its rungs'
-step figures: counts that cannot happen (successes above trials, negative or zero counts, steps done beyond
-those planned), names written twice (two rungs of one name: a gate would judge only the last), and blocks of
+"""Load-time checks every result kind shares (harness/kinds ResultKind.check), beyond the rungs' step figures:
+counts that cannot happen (successes above trials, negative or zero counts, steps done beyond those planned), names written twice (two rungs of one name: a gate would judge only the last), and blocks of
 the wrong type (`rungs: "oops"`). Each problem raises a `SchemaError` or `Mismatch` naming its key path.
 
-Kinds: a ladder and a recompute sweep (`rungs`), an evaluation (`success_rate`), a training run (`train`), a
-train-ladder (`train_ladder`), a floor (`floor`). Runs on a file the ResultFile schema has already accepted.
+A block is checked wherever it appears, whatever the file's kind: `rungs` (ladders, recompute sweeps), `success_rate`
+(evaluations), `train` (training runs), `train_ladder` (train-ladders), `floor` (floors); then the figures that must
+follow from the stored data (harness/stats/result_checks.py). What a kind requires on top (a train-ladder's block)
+is in its own module. Runs on a file the ResultFile schema has already accepted.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Annotated, Any
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Bounds, Expect, SchemaError, parse
 
-from .result_checks import Mismatch
+from ..stats.result_checks import Mismatch, check_result
 
-__all__ = ["check_kind"]
+__all__ = ["Floor", "Rate", "TrainLadder", "TrainRecord", "shared_checks"]
 
 Count = Annotated[int, NON_NEGATIVE]
 Share = Annotated[float, Bounds(0, 1)]
@@ -111,17 +112,13 @@ def _block(cls, data: dict, key: str):
     return None if data.get(key) is None else parse(cls, data[key], key)
 
 
-def check_kind(data: dict) -> None:
-    """The checks of the file's kind (and those every kind shares); raises SchemaError or Mismatch."""
+def shared_checks(data: dict) -> None:
+    """The checks every kind shares; raises SchemaError or Mismatch."""
     _once([r["name"] for r in data["rungs"]], "rungs")
     if data.get("success_rate") is not None and data.get("episodes") is None:  # else counted from the episodes
         parse(Rates, data["success_rate"], "success_rate")
-    if data.get("kind") == "train" or data.get("train") is not None:
-        _block(TrainRecord, data, "train")
-    if data.get("kind") == "floor" or data.get("floor") is not None:
-        _block(Floor, data, "floor")
-    if data.get("kind") == "train-ladder" and data.get("train_ladder") is None:
-        raise SchemaError("train_ladder", "the train-ladder block (kind train-ladder)", "nothing")
+    _block(TrainRecord, data, "train")
+    _block(Floor, data, "floor")
     ladder = _block(TrainLadder, data, "train_ladder")
     if ladder is not None:
         names = [r.name for r in ladder.rungs]
@@ -133,3 +130,4 @@ def check_kind(data: dict) -> None:
         if judged - set(names):
             stray = sorted(judged - set(names))[0]
             raise Mismatch("train_ladder.versus_reference", "verdicts of rungs in train_ladder.rungs", repr(stray))
+    check_result(data)  # figures that must follow from the stored data (harness/stats/result_checks.py)

@@ -1,0 +1,21 @@
+"""A ladder (`vlabench run`): rungs measured one after another; the file has no `kind` key (or `kind: ladder`)."""
+
+from __future__ import annotations
+
+from . import ResultKind, register
+
+
+@register
+class Ladder(ResultKind):
+    name = "ladder"
+    key = None
+    in_compare_columns = True  # compare's per-hardware columns (harness/judge/compare.py), gate-power, floor shares
+
+    def recognise(self, data: dict) -> bool:
+        # a profile has no kind either: it holds one rung's `rung` and `steps` (harness/kinds/profile.py)
+        return data.get("kind") in (None, "ladder") and not ("rung" in data and "steps" in data)
+
+    def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        from ..report.report import ladder_table
+
+        return ladder_table(data, fmt)
