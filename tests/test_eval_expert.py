@@ -16,9 +16,11 @@ from harness.eval.expert import (
     bddl_goal,
     box_grasp,
     grip_mat,
+    mug_rim,
     pick_and_place,
     pick_and_places,
     rectangle,
+    rim_grasp,
     rotation_vector,
     surface,
     upright_faces,
@@ -200,3 +202,28 @@ def test_a_box_grasp_turns_the_hand_away_from_a_tall_neighbour():
 def test_surface_is_the_table_or_the_floor():
     bodies = {"a": {"aabb": np.array([0, 0, 0.437, 1, 1, 0.5])}, "b": {"aabb": np.array([0, 0, 0.44, 1, 1, 0.6])}}
     assert surface({"bodies": bodies}) == 0.437
+
+
+def test_a_mugs_rim_leaves_out_its_handle():
+    """A mug: four wall boxes reaching its top (a 9.6 cm rim around (0, 0)) and a lower handle outside them. The
+    rim's centre and radius come from the walls alone, the handle is an obstacle for the fingers, and the
+    grasp goes to the rim's far side from it."""
+    walls = [
+        _box("porcelain_mug_1", [0.046, 0, 0.07], [0.002, 0.04, 0.035]),
+        _box("porcelain_mug_1", [-0.046, 0, 0.07], [0.002, 0.04, 0.035]),
+        _box("porcelain_mug_1", [0, 0.046, 0.07], [0.04, 0.002, 0.035]),
+        _box("porcelain_mug_1", [0, -0.046, 0.07], [0.04, 0.002, 0.035]),
+    ]
+    handle = _box("porcelain_mug_1", [0.065, 0, 0.06], [0.015, 0.004, 0.02])
+    scene = _scene(*walls, handle)
+    centre, rim, is_handle = mug_rim(scene["obstacles"], "porcelain_mug_1")
+    assert np.allclose(centre[:2], 0) and rim == pytest.approx(0.048) and is_handle.tolist() == [False] * 4 + [True]
+    scene["bodies"]["porcelain_mug_1"] = {
+        "aabb": np.array([-0.048, -0.048, 0.035, 0.08, 0.048, 0.105]),
+        "local_aabb": np.array([-0.048, -0.048, -0.035, 0.08, 0.048, 0.035]),
+        "pos": np.array([0.0, 0.0, 0.07]),
+        "mat": np.eye(3),
+    }
+    scene["robot_base"] = np.array([-0.5, 0.0, 0.0])
+    point, line, _ = rim_grasp(scene, "porcelain_mug_1", np.array([0.0, 0.3, 0.05]), [])
+    assert np.linalg.norm(point[:2]) == pytest.approx(0.045) and point[0] < 0.03  # not at the handle

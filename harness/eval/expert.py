@@ -27,7 +27,7 @@ the side whose faces stand upright at the pads' height (a carton's gable top slo
 narrower if both do; where the hand would hit a taller neighbour the fingers turn (up to 45 degrees) or
 move along the box, and the hand comes down from above the neighbours.
 
-Grasp side: a bowl can be taken at any point of its rim. Each of 24 candidate points is scored by the
+Grasp side: a bowl (or a mug, its handle counted as an obstacle) can be taken at any point of its rim. Each of 24 candidate points is scored by the
 clearance of the fingers (pads 3 cm apart, beside the wall) and of the hand (21 cm along the finger line, just
 above the rim) from the other objects' and fixtures' collision boxes at their heights (drawer walls, the
 cabinet, the other bowl, the ramekin): fingers clear by 3 cm are as good as clearer, the hand counts half;
@@ -73,6 +73,8 @@ COVERED = {
     "libero_10": {
         "LIVING_ROOM_SCENE2_put_both_the_alphabet_soup_and_the_tomato_sauce_in_the_basket",
         "LIVING_ROOM_SCENE2_put_both_the_cream_cheese_box_and_the_butter_in_the_basket",
+        "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
+        "LIVING_ROOM_SCENE6_put_the_white_mug_on_the_plate_and_put_the_chocolate_pudding_to_the_right_of_the_plate",
         "STUDY_SCENE1_pick_up_the_book_and_place_it_in_the_back_compartment_of_the_caddy",
         "LIVING_ROOM_SCENE1_put_both_the_alphabet_soup_and_the_cream_cheese_box_in_the_basket",
     },
@@ -83,7 +85,8 @@ COVERED = {
         "put_the_cream_cheese_in_the_bowl",
     },
 }
-RIM_GRASP = {"akita_black_bowl"}  # bowls: the fingers straddle the rim
+MUGS = {"porcelain_mug", "white_yellow_mug", "red_coffee_mug"}  # by the rim, away from the handle
+RIM_GRASP = {"akita_black_bowl"} | MUGS  # bowls and mugs: the fingers straddle the rim
 # From above, across the narrower horizontal side: small boxes, cans and bottles (a bottle by its neck).
 BOX_GRASP = {
     "cream_cheese",
@@ -279,6 +282,21 @@ def base_point(body: dict) -> np.ndarray:
 # ----------------------------------------------------------------------------- grasps
 
 
+def mug_rim(obstacles: dict, obj: str) -> tuple[np.ndarray, float, np.ndarray]:
+    """(centre, outer radius, handle rows of `obstacles`) of a mug's rim: its collision boxes that reach its
+    top are the wall; those outside the wall's circle are the handle."""
+    own = np.asarray(obstacles["owner"]) == obj
+    aabb = np.asarray(obstacles["aabb"])
+    top = aabb[own, 5].max()
+    wall = own & (aabb[:, 5] > top - 0.008)
+    lo, hi = aabb[wall, :3].min(0), aabb[wall, 3:].max(0)
+    centre = (lo + hi) / 2
+    rim = float(min(hi[0] - lo[0], hi[1] - lo[1])) / 2
+    middle = (aabb[:, :2] + aabb[:, 3:5]) / 2
+    handle = own & ~wall & (np.linalg.norm(middle - centre[:2], axis=1) > rim - 0.005)
+    return centre, rim, handle
+
+
 def rim_grasp(state: dict, obj: str, place, failed: list) -> tuple[np.ndarray, np.ndarray, float]:
     """(grip site position, finger line, clearance) of the best grasp of a bowl's rim, for a bowl that goes
     to `place`, away from the grasp points in `failed`."""
@@ -288,10 +306,13 @@ def rim_grasp(state: dict, obj: str, place, failed: list) -> tuple[np.ndarray, n
     local = body["local_aabb"]
     rim = min(local[3] - local[0], local[4] - local[1]) / 2  # the rim's outer radius
     grip_z = box[5] - PAD_TOP  # pads level with the rim's top: the palm stays above it
+    boxes = Boxes(state["obstacles"]).without(obj)
+    if category(obj) in MUGS:  # the rim without the handle, which the fingers must keep clear of
+        centre, rim, handle = mug_rim(state["obstacles"], obj)
+        boxes = Boxes(state["obstacles"], keep=(np.asarray(state["obstacles"]["owner"]) != obj) | handle)
     inset = rim - 0.003  # the middle of the wall's top
     current = state["eef_mat"][:, 0]
     base = state["robot_base"]
-    boxes = Boxes(state["obstacles"]).without(obj)
     best = None
     for angle in np.linspace(0, 2 * math.pi, 24, endpoint=False):
         radial = np.array([math.cos(angle), math.sin(angle), 0.0])
