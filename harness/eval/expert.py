@@ -47,6 +47,7 @@ import numpy as np
 
 from models.policy import EvalPolicy, PolicyError
 
+from ..errors import UsageError
 from .protocol import ACTION_DIM
 
 POS_SCALE = 0.05  # metres of controller goal per unit action (osc_pose.json output_max)
@@ -685,7 +686,7 @@ class ExpertPolicy(EvalPolicy):
         return out
 
     def check_tasks(self, tasks: list[dict]) -> None:
-        """Refuse, in one line, the tasks the expert does not cover."""
+        """Refuse, in one line (UsageError: exit status 2), the tasks the expert does not cover."""
         refused = []
         for task in {t["bddl_file"]: t for t in tasks}.values():
             covered = COVERED.get(task["suite"], ())
@@ -697,7 +698,8 @@ class ExpertPolicy(EvalPolicy):
             covered = "; ".join(
                 f"{s}: {'all tasks' if t == 'all' else ', '.join(sorted(t))}" for s, t in COVERED.items()
             )
-            raise PolicyError(f"--policy expert does not cover {', '.join(refused)} (it covers {covered})")
+            # The user's choice of tasks, not a bug: one line and exit status 2, like any refused input.
+            raise UsageError(f"--policy expert does not cover {', '.join(refused)} (it covers {covered})")
 
     def infer(self, observations: list[dict]) -> list[np.ndarray]:
         chunks = []
