@@ -17,9 +17,17 @@ grasp point with the fingers turned to it and settle there, descend, close, slid
 that overhangs the object (the cabinet's top above a bowl at the back of its drawer), lift to a carry
 height that clears what lies in between, carry above the target, lower until the object is just above what
 is under it, release, retreat. A grasp that missed or dropped the object is tried again from where the
-object now lies, on another side.
+object now lies, on another side. A goal of several (on X target) / (in X region) predicates (libero_10's
+"put both X and Y in the basket") is one pick and place per predicate, in order; into a container (the
+basket, the caddy) the hand stops above its walls and handle and lets the object drop, leaves as high as it
+came, and crosses to the next object at that height before coming down.
 
-Grasp side: a bowl can be taken at any point of its rim. Each of 24 candidate points is scored by the
+Boxes, cans and bottles (libero_object's groceries, the cream cheese, the book) are taken from above across
+the side whose faces stand upright at the pads' height (a carton's gable top slopes across one side), the
+narrower if both do; where the hand would hit a taller neighbour the fingers turn (up to 45 degrees) or
+move along the box, and the hand comes down from above the neighbours.
+
+Grasp side: a bowl (or a mug, its handle counted as an obstacle) can be taken at any point of its rim. Each of 24 candidate points is scored by the
 clearance of the fingers (pads 3 cm apart, beside the wall) and of the hand (21 cm along the finger line, just
 above the rim) from the other objects' and fixtures' collision boxes at their heights (drawer walls, the
 cabinet, the other bowl, the ramekin): fingers clear by 3 cm are as good as clearer, the hand counts half;
@@ -39,6 +47,7 @@ import numpy as np
 
 from models.policy import EvalPolicy, PolicyError
 
+from ..errors import UsageError
 from .protocol import ACTION_DIM
 
 POS_SCALE = 0.05  # metres of controller goal per unit action (osc_pose.json output_max)
@@ -61,6 +70,15 @@ REACH = 0.70  # horizontal distance from the arm's base beyond which reaching lo
 # The tasks the expert covers (LIBERO task names), each measured (docs/expert.md). Others are refused.
 COVERED = {
     "libero_spatial": "all",
+    "libero_object": "all",
+    "libero_10": {
+        "LIVING_ROOM_SCENE2_put_both_the_alphabet_soup_and_the_tomato_sauce_in_the_basket",
+        "LIVING_ROOM_SCENE2_put_both_the_cream_cheese_box_and_the_butter_in_the_basket",
+        "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
+        "LIVING_ROOM_SCENE6_put_the_white_mug_on_the_plate_and_put_the_chocolate_pudding_to_the_right_of_the_plate",
+        "STUDY_SCENE1_pick_up_the_book_and_place_it_in_the_back_compartment_of_the_caddy",
+        "LIVING_ROOM_SCENE1_put_both_the_alphabet_soup_and_the_cream_cheese_box_in_the_basket",
+    },
     "libero_goal": {
         "put_the_bowl_on_the_stove",
         "put_the_bowl_on_top_of_the_cabinet",
@@ -68,8 +86,23 @@ COVERED = {
         "put_the_cream_cheese_in_the_bowl",
     },
 }
-RIM_GRASP = {"akita_black_bowl"}  # bowls: the fingers straddle the rim
-BOX_GRASP = {"cream_cheese"}  # small boxes: from above, across the narrower side
+MUGS = {"porcelain_mug", "white_yellow_mug", "red_coffee_mug"}  # by the rim, away from the handle
+RIM_GRASP = {"akita_black_bowl"} | MUGS  # bowls and mugs: the fingers straddle the rim
+# From above, across the narrower horizontal side: small boxes, cans and bottles (a bottle by its neck).
+BOX_GRASP = {
+    "cream_cheese",
+    "alphabet_soup",
+    "bbq_sauce",
+    "butter",
+    "chocolate_pudding",
+    "ketchup",
+    "milk",
+    "orange_juice",
+    "salad_dressing",
+    "tomato_sauce",
+    "black_book",
+}
+PLACE_PREDICATES = ("on", "in")  # (on X target) and (in X region): both are "put X there"
 
 SABOTAGE_ENV = "VLABENCH_TEST_EXPERT_SABOTAGE"  # TEST-ONLY: "no-grasp" keeps the gripper open (gates must fail)
 SABOTAGES = ("no-grasp",)
@@ -80,15 +113,30 @@ def category(name: str) -> str:
     return re.sub(r"_\d+$", "", name)
 
 
-def pick_and_place(goal: list) -> tuple[str, str]:
-    """(object, target) of a parsed BDDL goal, or ValueError saying why the expert cannot do it."""
+def pick_and_places(goal: list) -> list[tuple[str, str]]:
+    """The (object, target) pairs of a parsed BDDL goal, in its order, one pick and place each; or ValueError
+    saying why the expert cannot do it. Every predicate must be (on X target) or (in X region)."""
     text = " and ".join("(" + " ".join(p) + ")" for p in goal)
-    if len(goal) != 1 or len(goal[0]) != 3 or goal[0][0].lower() != "on":
-        raise ValueError(f"goal {text}: the expert moves one object onto a target")
-    _, obj, target = goal[0]
-    if category(obj) in RIM_GRASP | BOX_GRASP:
-        return obj, target
-    raise ValueError(f"goal {text}: the expert cannot move a {category(obj)}")
+    if not goal:
+        raise ValueError("an empty goal")
+    steps = []
+    for predicate in goal:
+        if len(predicate) != 3 or predicate[0].lower() not in PLACE_PREDICATES:
+            raise ValueError(f"goal {text}: the expert moves objects onto or into targets, not ({' '.join(predicate)})")
+        _, obj, target = predicate
+        if category(obj) not in RIM_GRASP | BOX_GRASP:
+            raise ValueError(f"goal {text}: the expert cannot move a {category(obj)}")
+        steps.append((obj, target))
+    return steps
+
+
+def pick_and_place(goal: list) -> tuple[str, str]:
+    """(object, target) of a parsed BDDL goal of one pick and place, or ValueError saying why not."""
+    steps = pick_and_places(goal)
+    if len(steps) != 1:
+        text = " and ".join("(" + " ".join(p) + ")" for p in goal)
+        raise ValueError(f"goal {text}: more than one object to move")
+    return steps[0]
 
 
 def bddl_goal(path) -> list[list[str]]:
@@ -176,7 +224,8 @@ class Boxes:
         return float(d.min()) if len(d) else math.inf
 
     def top_near(self, points, radius: float, default: float = 0.9) -> float:
-        """The highest top among the boxes within `radius` of any of `points` (the table's 0.9 m if none)."""
+        """The highest top among the boxes within `radius` of any of `points` (`default`, the table's or the
+        floor's height, if none)."""
         near = self.distances(points) <= radius
         return float(self.aabb[near, 5].max()) if near.any() else default
 
@@ -215,6 +264,12 @@ def gripper_clearance(boxes: Boxes, point, finger_line, grip_z: float, level: fl
     )
 
 
+def surface(state: dict) -> float:
+    """The height of what the scene stands on: the lowest bottom of its objects and fixtures (the table's
+    0.9 m in a kitchen, the floor's 0 in libero_object's floor scene)."""
+    return float(min(body["aabb"][2] for body in state["bodies"].values()))
+
+
 def base_point(body: dict) -> np.ndarray:
     """The centre of an object's bottom face in the world: what must land on the target. A bowl held by
     its rim hangs tilted, and the centre of its tilted bounding box is not above its base."""
@@ -228,6 +283,21 @@ def base_point(body: dict) -> np.ndarray:
 # ----------------------------------------------------------------------------- grasps
 
 
+def mug_rim(obstacles: dict, obj: str) -> tuple[np.ndarray, float, np.ndarray]:
+    """(centre, outer radius, handle rows of `obstacles`) of a mug's rim: its collision boxes that reach its
+    top are the wall; those outside the wall's circle are the handle."""
+    own = np.asarray(obstacles["owner"]) == obj
+    aabb = np.asarray(obstacles["aabb"])
+    top = aabb[own, 5].max()
+    wall = own & (aabb[:, 5] > top - 0.008)
+    lo, hi = aabb[wall, :3].min(0), aabb[wall, 3:].max(0)
+    centre = (lo + hi) / 2
+    rim = float(min(hi[0] - lo[0], hi[1] - lo[1])) / 2
+    middle = (aabb[:, :2] + aabb[:, 3:5]) / 2
+    handle = own & ~wall & (np.linalg.norm(middle - centre[:2], axis=1) > rim - 0.005)
+    return centre, rim, handle
+
+
 def rim_grasp(state: dict, obj: str, place, failed: list) -> tuple[np.ndarray, np.ndarray, float]:
     """(grip site position, finger line, clearance) of the best grasp of a bowl's rim, for a bowl that goes
     to `place`, away from the grasp points in `failed`."""
@@ -237,10 +307,13 @@ def rim_grasp(state: dict, obj: str, place, failed: list) -> tuple[np.ndarray, n
     local = body["local_aabb"]
     rim = min(local[3] - local[0], local[4] - local[1]) / 2  # the rim's outer radius
     grip_z = box[5] - PAD_TOP  # pads level with the rim's top: the palm stays above it
+    boxes = Boxes(state["obstacles"]).without(obj)
+    if category(obj) in MUGS:  # the rim without the handle, which the fingers must keep clear of
+        centre, rim, handle = mug_rim(state["obstacles"], obj)
+        boxes = Boxes(state["obstacles"], keep=(np.asarray(state["obstacles"]["owner"]) != obj) | handle)
     inset = rim - 0.003  # the middle of the wall's top
     current = state["eef_mat"][:, 0]
     base = state["robot_base"]
-    boxes = Boxes(state["obstacles"]).without(obj)
     best = None
     for angle in np.linspace(0, 2 * math.pi, 24, endpoint=False):
         radial = np.array([math.cos(angle), math.sin(angle), 0.0])
@@ -261,23 +334,61 @@ def rim_grasp(state: dict, obj: str, place, failed: list) -> tuple[np.ndarray, n
     return best[1], best[2], best[3]
 
 
+def upright_faces(obstacles: dict, obj: str, line, grip_z: float) -> float:
+    """The share of `obj`'s collision boxes at the pads' height (grip site at `grip_z`) whose faces toward
+    fingers closing along `line` stand upright (a pad squeezes them; a sloping face slips out): 1.0 for a box,
+    0.0 across the sloping sides of a carton's gable top."""
+    own = np.asarray(obstacles["owner"]) == obj
+    aabb = np.asarray(obstacles["aabb"])[own]
+    rot = np.asarray(obstacles["rot"])[own]
+    band = (aabb[:, 5] > grip_z - 0.005) & (aabb[:, 2] < grip_z + PAD_TOP)
+    if not band.any():
+        return 0.0
+    line = np.asarray(line, dtype=float) / np.linalg.norm(line)
+    good = 0
+    for r in rot[band]:
+        k = int(np.argmax(np.abs(r.T @ line)))  # the box's face most turned toward a finger
+        good += abs(r[2, k]) < 0.2 and abs(r[:, k] @ line) > 0.9
+    return good / int(band.sum())
+
+
 def box_grasp(state: dict, obj: str) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(grip site position, finger line, clearance, gripper level) of a grasp across a box's narrower
-    horizontal side, the fingers opened 2 cm wider than it."""
+    horizontal side, the fingers opened 2 cm wider than it. Where the hand (21 cm along the finger line)
+    would hit a taller neighbour, the fingers turn (up to 45 degrees, the chord across the box still within
+    their reach) or move along the box's long side, whichever keeps the hand clearest."""
     body = state["bodies"][obj]
     box, local, mat = body["aabb"], body["local_aabb"], body["mat"]
     centre = body["pos"] + mat @ ((local[:3] + local[3:]) / 2)
     sizes = local[3:] - local[:3]
     horizontal = [i for i in range(3) if abs(mat[2, i]) < 0.7]  # the box's own axes that lie flat
-    axis = min(horizontal, key=lambda i: sizes[i])
-    finger_line = np.array([mat[0, axis], mat[1, axis], 0.0])
-    finger_line /= np.linalg.norm(finger_line)
-    level = math.floor((1.0 - 2.0 * (sizes[axis] + 0.02) / 0.0775) / GRIP_RATE) * GRIP_RATE
-    level = float(np.clip(level, OPEN, 0.5))
     grip_z = box[5] - min(PAD_TOP, (box[5] - box[2]) / 2)
-    point = np.array([centre[0], centre[1], grip_z])
-    clear = min(gripper_clearance(Boxes(state["obstacles"]).without(obj), point, finger_line, grip_z, level))
-    return point, finger_line, clear, level
+    # Across the side the pads can squeeze (a carton's gable top slopes across one side and stands upright
+    # across the other), then across the narrower side.
+    axis = max(horizontal, key=lambda i: (upright_faces(state["obstacles"], obj, mat[:, i], grip_z), -sizes[i]))
+    across = np.array([mat[0, axis], mat[1, axis], 0.0])
+    across /= np.linalg.norm(across)
+    along = np.array([-across[1], across[0], 0.0])
+    others = [i for i in horizontal if i != axis]
+    half_along = sizes[others[0]] / 2 if others else 0.0
+    boxes = Boxes(state["obstacles"]).without(obj)
+    best = None
+    for angle in (0.0, 0.26, -0.26, 0.52, -0.52, 0.79, -0.79):
+        chord = sizes[axis] / math.cos(angle)
+        if angle and chord + 0.02 > 0.0775:
+            continue
+        line = math.cos(angle) * across + math.sin(angle) * along
+        level = math.floor((1.0 - 2.0 * (chord + 0.02) / 0.0775) / GRIP_RATE) * GRIP_RATE
+        level = float(np.clip(level, OPEN, 0.5))
+        for shift in (0.0, 0.01, -0.01, 0.02, -0.02, 0.03, -0.03):
+            if abs(shift) > max(0.0, half_along - 0.015):
+                continue
+            point = np.array([centre[0], centre[1], grip_z]) + shift * along
+            fingers, hand = gripper_clearance(boxes, point, line, grip_z, level)
+            score = min(fingers, 0.03) + 0.5 * min(hand, 0.02) - 0.01 * abs(angle) - 0.1 * abs(shift)
+            if best is None or score > best[0] + 1e-9:
+                best = (score, point, line, min(fingers, hand), level)
+    return best[1], best[2], best[3], best[4]
 
 
 # ----------------------------------------------------------------------------- one episode
@@ -287,13 +398,24 @@ class Episode:
     """The plan and progress of one episode: a phase, a target for the grip site, a gripper opening."""
 
     def __init__(self, goal: list, sabotage: str | None = None):
-        self.obj, self.target = pick_and_place(goal)
+        self.steps = pick_and_places(goal)  # one pick and place per goal predicate, in order
+        self.into = [p[0].lower() == "in" for p in goal]  # into a container (the basket, the caddy)
         self.sabotage = sabotage
-        self.phase, self.phase_steps, self.retries = "plan", 0, 0
         self.trace: collections.deque = collections.deque(maxlen=4)  # recent grip positions: stalls
         self.grip = OPEN  # the gripper's command level, as robosuite integrates it (the wait steps open it)
-        self.failed = []  # grasp points tried in vain
         self.finger_line = None
+        self.index = -1
+        self.next_step()
+
+    def next_step(self) -> bool:
+        """Start the next pick and place of the goal; False when none is left."""
+        if self.index + 1 >= len(self.steps):
+            return False
+        self.index += 1
+        self.obj, self.target = self.steps[self.index]
+        self.phase, self.phase_steps, self.retries = "plan", 0, 0
+        self.failed = []  # grasp points tried in vain
+        return True
 
     # --- helpers
 
@@ -376,6 +498,10 @@ class Episode:
             self.grasp, self.finger_line, self.clearance, self.ready = box_grasp(state, self.obj)
         obj_top = state["bodies"][self.obj]["aabb"][5]
         self.hover_z = max(self.grasp[2] + 0.07, obj_top + 0.03 + FINGER_BELOW)
+        if category(self.obj) in BOX_GRASP:  # come down from above the taller neighbours the hand would sweep
+            near = Boxes(state["obstacles"]).without(self.obj)
+            hand = rectangle(self.grasp, self.finger_line, HAND_HALF_LENGTH + 0.03, HAND_HALF_WIDTH + 0.03)
+            self.hover_z = max(self.hover_z, near.top_near(hand, 0.0, -math.inf) - HAND_ABOVE + 0.02)
 
     def _plan_carry(self, state):
         body = state["bodies"][self.obj]
@@ -383,8 +509,16 @@ class Episode:
         self.place = self.target_point(state)
         radius = float(np.max(body["aabb"][3:5] - body["aabb"][0:2])) / 2
         self.hold_drop = state["eef_pos"][2] - body["aabb"][2]  # the object's bottom below the grip site
-        self.place_top = boxes.top_near([self.place], 0.3 * radius)  # what the object will stand on
-        route = boxes.top_near(segment(base_point(body), self.place), radius + 0.02)
+        floor = surface(state)
+        self.place_top = boxes.top_near([self.place], 0.3 * radius, floor)  # what the object will stand on
+        route = boxes.top_near(segment(base_point(body), self.place), radius + 0.02, floor)
+        # Into a container: the hand stays above its walls and handle (a basket's handle arches over it, and
+        # a hand lowered beside it hooks it on the way out): the object drops the rest of the way.
+        self.hand_floor = -math.inf
+        if self.into[self.index]:
+            hand = rectangle(self.place, state["eef_mat"][:, 0], HAND_HALF_LENGTH + 0.02, HAND_HALF_WIDTH + 0.02)
+            walls = boxes._subset(boxes.aabb[:, 5] > self.place_top + 0.01)
+            self.hand_floor = walls.top_near(hand, 0.0, -math.inf) - HAND_ABOVE + 0.015
         self.carry_z = max(min(1.35, max(route, self.place_top) + 0.04 + self.hold_drop), state["eef_pos"][2] + 0.06)
 
     def _out_from_under(self, state) -> np.ndarray:
@@ -436,6 +570,8 @@ class Episode:
             self.goto("approach")
         if self.phase == "approach":
             above = np.array([self.grasp[0], self.grasp[1], self.hover_z])
+            if self.index > 0 and np.linalg.norm(above[:2] - pos[:2]) > 0.03:  # after a placement: across, then down
+                return self.move(state, [above[0], above[1], max(self.hover_z, self.travel_z)], self.ready)
             # Settled above the grasp: the hand still moving sideways would carry a finger onto the rim. Near
             # the arm's reach it may stop short, a centimetre or two off: as close as it gets.
             error = np.linalg.norm(above - pos)
@@ -498,6 +634,7 @@ class Episode:
             goal = pos + np.array(
                 [self.place[0] - base[0], self.place[1] - base[1], self.place_top + 0.012 - body["aabb"][2]]
             )
+            goal[2] = max(goal[2], self.hand_floor)
             if not (
                 abs(goal[2] - pos[2]) < 0.004 or (self.stalled() and self.phase_steps > 4) or self.phase_steps > 60
             ):
@@ -507,9 +644,16 @@ class Episode:
             if self.phase_steps <= 8:
                 return self.move(state, pos, OPEN)
             self.retreat = np.array(pos) + [0.0, 0.0, 0.08]
+            if self.into[self.index]:  # out of a container as high as the object came in (its handle)
+                self.retreat[2] = max(self.retreat[2], self.carry_z)
+            self.travel_z = self.retreat[2]  # the next object's approach goes across at this height first
             self.goto("retreat")
         if self.phase == "retreat":
-            return self.move(state, self.retreat, OPEN, speed=0.5)
+            # Up and away; once there (or after 20 steps), the goal's next pick and place, if any.
+            done = pos[2] > self.retreat[2] - 0.01 or self.phase_steps > 20
+            if not (done and self.next_step()):
+                return self.move(state, self.retreat, OPEN, speed=0.5)
+            return self._pick_place(state)
         raise AssertionError(f"unknown phase {self.phase}")
 
 
@@ -542,19 +686,20 @@ class ExpertPolicy(EvalPolicy):
         return out
 
     def check_tasks(self, tasks: list[dict]) -> None:
-        """Refuse, in one line, the tasks the expert does not cover."""
+        """Refuse, in one line (UsageError: exit status 2), the tasks the expert does not cover."""
         refused = []
         for task in {t["bddl_file"]: t for t in tasks}.values():
             covered = COVERED.get(task["suite"], ())
             if covered != "all" and task["name"] not in covered:
                 refused.append(f"{task['suite']} task {task['index']} ({task['language']})")
                 continue
-            pick_and_place(bddl_goal(task["bddl_file"]))  # a covered task the expert cannot read is a bug
+            pick_and_places(bddl_goal(task["bddl_file"]))  # a covered task the expert cannot read is a bug
         if refused:
             covered = "; ".join(
                 f"{s}: {'all tasks' if t == 'all' else ', '.join(sorted(t))}" for s, t in COVERED.items()
             )
-            raise PolicyError(f"--policy expert does not cover {', '.join(refused)} (it covers {covered})")
+            # The user's choice of tasks, not a bug: one line and exit status 2, like any refused input.
+            raise UsageError(f"--policy expert does not cover {', '.join(refused)} (it covers {covered})")
 
     def infer(self, observations: list[dict]) -> list[np.ndarray]:
         chunks = []

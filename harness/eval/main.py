@@ -433,7 +433,9 @@ def _add_runtime_arguments(p) -> None:
     """Where and how it runs: assets, rendering, the policy's device, dtype and tokenizer, seed, videos, batching
     and the episode timeout."""
     p.add_argument(
-        "--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS, else LIBERO downloads them)"
+        "--assets",
+        help="LIBERO assets folder or archive, or archives joined by ':' and unpacked in that order "
+        "(default $VLABENCH_LIBERO_ASSETS, else LIBERO downloads them)",
     )
     p.add_argument(
         "--render",

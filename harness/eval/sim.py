@@ -7,7 +7,9 @@
 - Assets: LIBERO's environments read `<libero package>/libero/libero/assets` (and download the assets
   from the Hugging Face Hub into `~/.cache/libero/assets` when that folder is missing). We make that path a
   symbolic link to the assets chosen here: a folder or archive given by the user (unpacked once into our
-  cache, never next to the archive), or LIBERO's own download.
+  cache, never next to the archive), several archives separated by os.pathsep (unpacked in that order into
+  one cached folder: the spatial/goal test archive, then the libero_object/libero_10 addition over it), or
+  LIBERO's own download.
 
 `prepare()` sets the variables in this process; worker processes started afterwards inherit them.
 """
@@ -141,34 +143,41 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _unpack(archive: Path) -> Path:
-    """Unpack an assets archive once into the cache (keyed by its hash); returns the assets folder."""
-    target = cache_dir() / "libero-assets" / _sha256(archive)[:16]
+def _extract(archive: Path, into: Path) -> None:
+    """Extract one archive into `into` (files of a later archive replace an earlier one's)."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(into)
+        return
+    with tarfile.open(archive) as t:
+        if hasattr(tarfile, "data_filter"):
+            t.extractall(into, filter="data")  # no links out of the folder, no device files
+        else:  # Python without extraction filters: check the members ourselves
+            for member in t.getmembers():
+                if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in member.name:
+                    raise SimError(f"{archive}: refusing archive member {member.name!r}")
+            t.extractall(into)
+
+
+def _unpack(archives: list[Path]) -> Path:
+    """Unpack assets archives once into the cache, each over the ones before it (the spatial/goal archive,
+    then the libero_object/libero_10 addition), into one folder keyed by their hashes; returns the assets
+    folder. One archive keeps the key it always had."""
+    hashes = [_sha256(a) for a in archives]
+    key = hashes[0] if len(hashes) == 1 else hashlib.sha256("+".join(hashes).encode()).hexdigest()
+    target = cache_dir() / "libero-assets" / key[:16]
     found = _find_assets_dir(target) if target.is_dir() else None
     if found:
         return found
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
     try:
-        if archive.name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp)
-        else:
-            with tarfile.open(archive) as t:
-                if hasattr(tarfile, "data_filter"):
-                    t.extractall(tmp, filter="data")  # no links out of the folder, no device files
-                else:  # Python without extraction filters: check the members ourselves
-                    for member in t.getmembers():
-                        if (
-                            not (member.isfile() or member.isdir())
-                            or member.name.startswith("/")
-                            or ".." in member.name
-                        ):
-                            raise SimError(f"{archive}: refusing archive member {member.name!r}")
-                    t.extractall(tmp)
+        for archive in archives:
+            _extract(archive, tmp)
         if _find_assets_dir(tmp) is None:
             raise SimError(
-                f"{archive}: expected an archive of LIBERO assets (folders {', '.join(ASSET_SUBDIRS)}), found none"
+                f"{' + '.join(map(str, archives))}: expected an archive of LIBERO assets "
+                f"(folders {', '.join(ASSET_SUBDIRS)}), found none"
             )
         try:
             os.rename(tmp, target)
@@ -181,22 +190,35 @@ def _unpack(archive: Path) -> Path:
 
 
 def resolve_assets(assets: str | None) -> tuple[Path, str] | None:
-    """The assets folder for `assets` (or $VLABENCH_LIBERO_ASSETS): (folder, source), or None if neither is set."""
+    """The assets folder for `assets` (or $VLABENCH_LIBERO_ASSETS): (folder, source), or None if neither is set.
+    A folder, an archive, or several archives separated by os.pathsep (':' on Linux), unpacked in that order
+    into one folder: the spatial/goal archive, then the libero_object/libero_10 addition unpacked over it."""
     given = assets or os.environ.get(ASSETS_ENV)
     if not given:
         return None
-    path = Path(given).expanduser()
-    if path.is_dir():
-        found = _find_assets_dir(path)
+    parts = [p for p in given.split(os.pathsep) if p]
+    paths = [Path(p).expanduser() for p in parts]
+    if len(paths) == 1 and paths[0].is_dir():
+        found = _find_assets_dir(paths[0])
         if found is None:
-            raise SimError(f"{path}: expected a LIBERO assets folder (with {', '.join(ASSET_SUBDIRS)}), found none")
-        return found.resolve(), str(path)
-    if path.is_file() and path.name.endswith(ARCHIVE_SUFFIXES):
-        return _unpack(path.resolve()), str(path)
-    what = "no such file or folder" if not path.exists() else "another kind of file"
-    raise SimError(
-        f"LIBERO assets: expected a folder or an archive ({', '.join(ARCHIVE_SUFFIXES)}), got {given!r} ({what})"
-    )
+            raise SimError(f"{paths[0]}: expected a LIBERO assets folder (with {', '.join(ASSET_SUBDIRS)}), found none")
+        return found.resolve(), str(paths[0])
+    for path, part in zip(paths, parts):
+        if not (path.is_file() and path.name.endswith(ARCHIVE_SUFFIXES)):
+            what = (
+                "no such file or folder"
+                if not path.exists()
+                else "a folder: several assets must all be archives"
+                if path.is_dir()
+                else "another kind of file"
+            )
+            raise SimError(
+                f"LIBERO assets: expected a folder, an archive ({', '.join(ARCHIVE_SUFFIXES)}) or archives "
+                f"separated by {os.pathsep!r}, got {part!r} ({what})"
+            )
+    if not paths:
+        raise SimError(f"LIBERO assets: expected a folder or an archive, got {given!r}")
+    return _unpack([p.resolve() for p in paths]), given
 
 
 def link_assets(folder: Path) -> Path:
