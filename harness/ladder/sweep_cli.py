@@ -23,11 +23,19 @@ def add_recompute_sweep_arguments(sweep) -> None:
         help="override the base's compile mode, one of the model family's (none avoids a compile per configuration)",
     )
     sweep.add_argument("--dataset", metavar="PATH", help="read batches from this dataset (as vlabench run)")
-    sweep.add_argument("--batch-size", type=int)
-    sweep.add_argument("--warmup-steps", type=int)
-    sweep.add_argument("--timed-steps", type=int)
+    sweep.add_argument(
+        "--batch-size", type=int, help="samples per step, for every configuration (default: the target's workload)"
+    )
+    sweep.add_argument("--warmup-steps", type=int, help="untimed steps before timing (default: the workload's)")
+    sweep.add_argument("--timed-steps", type=int, help="timed steps per configuration (default: the workload's)")
     sweep.add_argument("--out", type=Path, help="result JSON path")
-    sweep.add_argument("--rung-timeout", type=float, default=None, metavar="S")
+    sweep.add_argument(
+        "--rung-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds before a configuration's process group is ended and recorded as timed out (default: none)",
+    )
     sweep.add_argument("--overwrite", action="store_true", help="replace an existing --out (without it: refuse)")
 
 
