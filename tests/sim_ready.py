@@ -14,3 +14,11 @@ def sim_unready() -> str | None:
     if not os.environ.get(sim.ASSETS_ENV):
         return f"needs LIBERO assets ({sim.ASSETS_ENV})"
     return None
+
+
+def needs_sim():
+    """The skip marker of a test module that runs the simulator (the same reason text as sim_unready)."""
+    import pytest
+
+    reason = sim_unready()
+    return pytest.mark.skipif(reason is not None, reason=reason or "")

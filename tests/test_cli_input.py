@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_errors import one_line_error
 
 import harness.eval.main as eval_main
 import harness.ladder.runner
@@ -55,15 +56,6 @@ def nothing_runs(monkeypatch):
     monkeypatch.setattr(harness.ladder.runner, "run_scenario", reached)
     monkeypatch.setattr(harness.ladder.runner, "measure_floor_process", reached)
     monkeypatch.setattr(eval_main, "run_eval", reached)
-
-
-def one_line_error(capsys, args) -> str:
-    """Run the command; it must exit 2 with one `vlabench: error:` line and no traceback."""
-    code = main([str(a) for a in args])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("vlabench: error: ") and "Traceback" not in err, err
-    return err
 
 
 def command(name: str, scenario: str) -> list:

@@ -8,24 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_ready import needs_sim
 
 from harness.eval import sim
 from harness.eval.expert import SABOTAGE_ENV, ExpertPolicy
 from harness.eval.protocol import DUMMY_ACTION, PolicyNeeds
-from models.extras import pip_install
 
 REPO = Path(__file__).resolve().parent.parent
 CI_SCENARIO = REPO / "scenarios" / "libero-expert-ci.yaml"
 CI_BASELINE = REPO / "results" / "cpu" / "libero-expert-ci.json"
 DRAWER_TASK = 4  # libero_spatial: the bowl in the open top drawer (its :init opens the drawer)
 
-_missing = sim.missing_packages()
-pytestmark = [
-    pytest.mark.skipif(
-        bool(_missing), reason=f"needs the sim extra ({pip_install('sim')}); missing: {', '.join(_missing)}"
-    ),
-    pytest.mark.skipif(not os.environ.get(sim.ASSETS_ENV), reason=f"needs LIBERO assets: set {sim.ASSETS_ENV}"),
-]
+pytestmark = needs_sim()
 
 
 @pytest.fixture(scope="module")

@@ -6,19 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from sim_ready import needs_sim
 
 from harness.eval import sim
 from harness.eval.expert import ExpertPolicy
 from harness.eval.protocol import PolicyNeeds
-from models.extras import pip_install
 
-_missing = sim.missing_packages()
-pytestmark = [
-    pytest.mark.skipif(
-        bool(_missing), reason=f"needs the sim extra ({pip_install('sim')}); missing: {', '.join(_missing)}"
-    ),
-    pytest.mark.skipif(not os.environ.get(sim.ASSETS_ENV), reason=f"needs LIBERO assets: set {sim.ASSETS_ENV}"),
-]
+pytestmark = needs_sim()
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_errors import files_under, one_line_error
 
 import harness.eval.sim
 import harness.ladder.memory_plan
-from harness.cli import main
 from harness.data import lerobot_format as fmt
 from harness.data.dataset import preflight
 from harness.data.synthetic import synthetic_episodes
@@ -33,18 +33,6 @@ def scenario_file(folder: Path, batch_size=1, targets="cpu: {model_size: tiny}")
     path = folder / "s.yaml"
     path.write_text(SCENARIO.format(batch_size=batch_size, targets=targets))
     return path
-
-
-def one_line_error(capsys, args) -> str:
-    code = main([str(a) for a in args])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("vlabench: error: ") and "Traceback" not in err, err
-    return err
-
-
-def files_under(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
 # ---- sizes within stated bounds ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_errors import files_under, one_line_error
 
 import harness.ladder.runner
 from harness.cli import main
@@ -40,18 +41,6 @@ def scenario_file(folder: Path, name: str = "hostile") -> Path:
     path = folder / "s.yaml"
     path.write_text(SCENARIO.format(name=json.dumps(name)))  # a JSON string is a YAML double-quoted scalar
     return path
-
-
-def one_line_error(capsys, args) -> str:
-    code = main([str(a) for a in args])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("vlabench: error: ") and "Traceback" not in err, err
-    return err
-
-
-def files_under(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
 # ---- 1. output paths never come from file contents -------------------------------------------------------------
