@@ -19,7 +19,8 @@ from harness.scenario import load_scenario
 from harness.spec import scenario_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = 150  # per file: a few hundred cases in all, well under a minute on 2 cores
+SCENARIO_CASES = 120  # per scenario file: 360 scenarios
+RESULT_CASES = 30  # per result file, each shown and gated: 240 commands; all of it about half a minute on 2 cores
 
 ODD_VALUES = [
     None,
@@ -83,7 +84,7 @@ def mutate(doc, rng: random.Random, times: int):
 def test_mutated_scenarios_load_or_are_refused_in_one_line(tmp_path, scenario):
     base = yaml.safe_load((ROOT / "scenarios" / f"{scenario}.yaml").read_text())
     base.pop("memory", None)  # its paths are relative to scenarios/; the copy lives elsewhere
-    for seed in range(CASES):
+    for seed in range(SCENARIO_CASES):
         rng = random.Random(seed)
         doc = mutate(base, rng, rng.randint(1, 3))
         path = tmp_path / f"{seed}.yaml"
@@ -108,7 +109,7 @@ def test_mutated_results_show_and_gate_in_one_line(tmp_path, capsys, result):
     logged traceback)."""
     base = json.loads((ROOT / "results" / result).read_text())
     baseline = ROOT / "results" / result
-    for seed in range(CASES // 3):
+    for seed in range(RESULT_CASES):
         rng = random.Random(seed)
         path = tmp_path / f"{seed}.json"
         path.write_text(json.dumps(mutate(base, rng, rng.randint(1, 3))))
