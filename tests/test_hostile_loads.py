@@ -41,7 +41,7 @@ def write(tmp_path, name, data) -> Path:
 
 
 def test_internal_failure_is_exit_4_with_a_log_holding_the_traceback(tmp_path, monkeypatch, capsys):
-    def broken(paths):
+    def broken(paths, any_kind=False):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setenv("VLABENCH_LOG_DIR", str(tmp_path / "logs"))
@@ -59,7 +59,7 @@ def test_internal_failure_is_exit_4_with_a_log_holding_the_traceback(tmp_path, m
 def test_setup_problem_is_the_users_exit_2(monkeypatch, capsys):
     from models.extras import SetupError
 
-    def missing(paths):
+    def missing(paths, any_kind=False):
         raise SetupError("the fp8 rung needs torchao: install vlabench[fp8]")
 
     monkeypatch.setattr(harness.results, "load_results", missing)
