@@ -390,8 +390,12 @@ class ResultFile:
     throughput: EvalThroughput | None = None
 
 
-def load_result(path) -> dict:
-    """Read a result file and check what other tools compute with; raises a one-line ResultError."""
+def load_result(path, any_kind: bool = False) -> dict:
+    """Read a result file and check what other tools compute with; raises a one-line ResultError.
+
+    The registry says first which kind the file is (harness/kinds); its schema is parsed next: the ResultFile schema,
+    or the kind's own (a profile's). A file of a kind with its own schema is refused unless `any_kind` (`vlabench
+    show`, which only prints each kind's table): the other commands compute with a ResultFile's rungs."""
     path = str(path)
 
     def fail(key, expected, got):
@@ -413,12 +417,18 @@ def load_result(path) -> dict:
     if not isinstance(data, dict):
         fail("(top level)", "a JSON object", describe(data))
     try:
-        parse(ResultFile, data)
-    except SchemaError as e:
-        fail(e.key, e.expected, e.got)
-    try:
         kind = kinds.kind_of(data)  # harness/kinds: the one registered kind that recognises the file
     except kinds.UnknownKind as e:
+        fail(e.key, e.expected, e.got)
+    if kind.schema is not None and not any_kind:
+        fail(
+            "kind",
+            "a result file of a run (ladder, evaluation, training, ...)",
+            f"a {kind.name} (`vlabench show` prints it)",
+        )
+    try:
+        parse(kind.schema or ResultFile, data)
+    except SchemaError as e:
         fail(e.key, e.expected, e.got)
     try:
         kind.check(data)  # counts, names, blocks and figures (harness/kinds, harness/stats/result_checks.py)
@@ -427,9 +437,9 @@ def load_result(path) -> dict:
     return data
 
 
-def load_results(paths) -> list[tuple[str, dict]]:
-    """(path, result) of each file, in order, as `compare` and `report` read their arguments."""
-    return [(str(p), load_result(p)) for p in paths]
+def load_results(paths, any_kind: bool = False) -> list[tuple[str, dict]]:
+    """(path, result) of each file, in order, as `compare` and `report` read their arguments (`show`: any kind)."""
+    return [(str(p), load_result(p, any_kind)) for p in paths]
 
 
 def measured_result_files(results_dir: Path) -> list[Path]:

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts/isaac-gr00t-reference/step.py"
-RESULTS = sorted((ROOT / "results/h200/reference").glob("isaac-gr00t-step-run*.json"))
+RESULTS = sorted((ROOT / "docs/history/measurements/h200/reference").glob("isaac-gr00t-step-run*.json"))
 
 
 def load_step_script():
@@ -155,9 +155,9 @@ def test_the_packed_vision_tower_dispatches_the_references_slices_and_copies():
     from models.gr00t.model import SiglipVision
 
     step = load_step_script()
-    reference = json.loads((ROOT / "results/h200/reference/isaac-gr00t-step-run2.json").read_text())["isaac_gr00t"][
-        "components"
-    ]["ops"]["vision"]["by_op"]
+    reference = json.loads((ROOT / "docs/history/measurements/h200/reference/isaac-gr00t-step-run2.json").read_text())[
+        "isaac_gr00t"
+    ]["components"]["ops"]["vision"]["by_op"]
     vision = SiglipVision(replace(TINY.vision, image_size=252, layers=27, position_grid=16)).eval()
     images = torch.rand(32, 3, 252, 252)
     counts = {}

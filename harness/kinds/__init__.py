@@ -53,15 +53,20 @@ class ResultKind:
     provides_floor: ClassVar[bool] = False  # its floor block is the floor of ladders shown beside it
     # A gate of its own (train-ladders): gate(current, baseline, limits, rungs, current_name, baseline_name)
     gate: ClassVar[Callable[..., Any] | None] = None
+    # The schema its files are parsed with on load (a dataclass of models/schema.py); None: the ResultFile schema
+    # every run's result shares (harness/results.py). A kind with a schema of its own (a profile) is no ResultFile:
+    # only `vlabench show` loads it (load_result(..., any_kind=True)); the commands that compute with rungs refuse it.
+    schema: ClassVar[type | None] = None
 
     def recognise(self, data: dict) -> bool:
         """Whether a loaded dict is a file of this kind: by default, its `kind` key is this kind's `key`."""
         return data.get("kind") == self.key
 
     def check(self, data: dict) -> None:
-        """The load-time checks of a file the ResultFile schema accepted (harness/results.py load_result): those
-        every kind shares (harness/kinds/_blocks.py: rung names, success counts, blocks of any kind, the figures
-        of harness/stats/result_checks.py). Raises SchemaError or Mismatch."""
+        """The load-time checks of a file its schema accepted (harness/results.py load_result): for a ResultFile,
+        those every kind shares (harness/kinds/_blocks.py: rung names, success counts, blocks of any kind, the figures
+        of harness/stats/result_checks.py); a kind with a schema of its own overrides this. Raises SchemaError or
+        Mismatch."""
         shared_checks(data)
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:

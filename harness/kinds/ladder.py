@@ -12,8 +12,8 @@ class Ladder(ResultKind):
     in_compare_columns = True  # compare's per-hardware columns (harness/judge/compare.py), gate-power, floor shares
 
     def recognise(self, data: dict) -> bool:
-        # a profile has no kind either: it holds one rung's `rung` and `steps` (harness/kinds/profile.py)
-        return data.get("kind") in (None, "ladder") and not ("rung" in data and "steps" in data)
+        # a profile has no kind either: it holds one rung's `rung` (harness/kinds/profile.py, data_path.py)
+        return data.get("kind") in (None, "ladder") and "rung" not in data
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
         from ..report.report import ladder_table

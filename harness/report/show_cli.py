@@ -22,8 +22,8 @@ def cmd_show(args) -> int:
 
     if args.format not in tabulate_formats:
         raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
-    # ladder, recompute sweep or eval; a ladder shown beside a floor result of its workload shows its share
-    results = load_results(args.results)
+    # any kind: ladder, recompute sweep, eval, profile, ...; a ladder shown beside a floor result of its workload shows its share
+    results = load_results(args.results, any_kind=True)  # a profile too (a kind with a schema of its own)
     for path, result in results:  # shown all the same, with a warning: provenance written by hand after the run
         problems = provenance_problems(result)
         if problems:

@@ -1,5 +1,5 @@
 """Where Isaac-GR00T N1.6's step loses time with its own data path (336 ms against their synthetic step's 231 ms,
-in different calls: results/h200/reference/). One process, one model build, the phases in this order:
+in different calls: docs/history/measurements/h200/reference/). One process, one model build, the phases in this order:
 
   P0  synthetic         their step on step.py's synthetic batch (224 px, 220 VL tokens), no loader; profiled
   P2b busy, no fetch    8 real batches from their loader (252 px, ~203 tokens) cycled on the GPU while the loader's
