@@ -19,7 +19,6 @@ AdamW state (counted on the meta device) are set against the card's memory, or o
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from models import get_family
@@ -27,6 +26,7 @@ from models.schema import SchemaError
 
 from ..errors import InputError
 from ..machine.hardware import Target, get_device
+from ..results import ResultError, load_result
 from ..scenario import Rung, Scenario, Workload
 from .sweep import BASE, plan_recompute, sweep_rows
 
@@ -35,12 +35,13 @@ NOT_MEMORY = frozenset({"warmup_steps", "timed_steps", "seed", "lr", "data", "fl
 
 
 def _load(scenario: Scenario, rel: str, key: str) -> dict:
+    """An evidence file, checked as every result is on load (relative to the scenario file)."""
     path = Path(scenario.path).parent / rel
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        return load_result(path)
+    except ResultError as e:
         raise InputError(
-            scenario.path, f"memory.{key}", "a readable result file (relative to the scenario)", f"{path}: {e}"
+            scenario.path, f"memory.{key}", "a usable result file (relative to the scenario)", str(e)
         ) from None
 
 
@@ -73,7 +74,7 @@ class MemoryPlanner:
         self.margin = evidence.margin if evidence else 0.0
         self.peaks: dict[str, dict] = {}
         self.ran_out: dict[str, tuple[dict, str]] = {}  # rung name: (its record, where) for an OOM on this card
-        self.peaks_from = self.sweep = None
+        self.peaks_from = self.sweep = self.plan = None
         if evidence is None or card_gib is None:
             return
         for rel in evidence.card_runs:

@@ -29,12 +29,18 @@ def vl_tokens(size: str, workload: Workload) -> int:
     return workload.cameras * SIZES[size].vision.tokens + workload.text_tokens
 
 
-def copied_weights(cfg: Gr00tConfig) -> int:
-    """How many weights `bf16_weights: optimizer` keeps a bf16 copy of: those of the trainable plain linears of
-    N1.6 fine-tuning's trainable set (counted on a model on the meta device, which allocates nothing)."""
+def trainable_on_meta(cfg: Gr00tConfig) -> Gr00tModel:
+    """The model with N1.6 fine-tuning's trainable set, on the meta device (it allocates nothing): for counting."""
     with torch.device("meta"):
         model = Gr00tModel(cfg)
     set_trainable(model)
+    return model
+
+
+def copied_weights(cfg: Gr00tConfig) -> int:
+    """How many weights `bf16_weights: optimizer` keeps a bf16 copy of: those of the trainable plain linears of
+    N1.6 fine-tuning's trainable set."""
+    model = trainable_on_meta(cfg)
     return sum(m.weight.numel() for m in model.modules() if copyable(m, torch.bfloat16))
 
 
@@ -165,9 +171,7 @@ class Gr00tFamily(ModelFamily):
 
     def state_bytes(self, size: str, workload: Workload) -> int:
         """N1.6 fine-tuning's trainable set at build's precision; the frozen weights hold no optimizer state."""
-        with torch.device("meta"):
-            model = Gr00tModel(SIZES[size])
-        set_trainable(model)
+        model = trainable_on_meta(SIZES[size])
         apply_mixed_precision(model, torch.bfloat16 if workload.dtype == "bf16" else torch.float32)
         return training_state_bytes(model)
 
