@@ -54,9 +54,10 @@ class Rung:
     # the input pipeline (for workloads that read a dataset): this rung's own `loader:` and the merged ones
     loader: dict = dataclasses.field(default_factory=dict)
     loader_cumulative: dict = dataclasses.field(default_factory=dict)
-    # the rung recomputes what the card's memory needs (`plan: recompute`, inherited by the rungs after it until
-    # one sets the recompute option itself): its written recompute option holds where the card has room for it
-    planned_recompute: bool = False
+    # how the rung fits the card's memory (`plan:`, inherited by the rungs after it until one sets the recompute or
+    # micro-batch option itself): "memory" splits the batch into micro-batches where that fits, else recomputes;
+    # "recompute" recomputes only. Its written options hold where the card has room for them. None: not planned
+    plan: Literal["memory", "recompute"] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class RungEntry:
     options: dict[str, Any] | None = None
     requires: tuple[Capability, ...] = ()
     loader: dict[str, Any] | None = None
-    plan: Literal["recompute"] | None = None
+    plan: Literal["memory", "recompute"] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,8 @@ def _parse(path: str, sha256: str, data: Any) -> Scenario:
             targets[target_name] = _workload_fields(overrides, key, family, partial=True)
         if raw.parity_baseline is not None and raw.parity_baseline not in [r.name for r in ladder]:
             raise SchemaError("parity_baseline", "the name of a rung of the ladder", describe(raw.parity_baseline))
-        if any(r.planned_recompute for r in ladder) and not (raw.memory and raw.memory.recompute_sweep):
-            raise SchemaError("memory.recompute_sweep", "a recompute sweep to plan `plan: recompute` from", "none")
+        if any(r.plan for r in ladder) and not (raw.memory and raw.memory.recompute_sweep):
+            raise SchemaError("memory.recompute_sweep", "a recompute sweep to plan a rung's `plan:` from", "none")
     except SchemaError as e:
         raise ScenarioError(path, e.key, e.expected, e.got) from None
     return Scenario(
@@ -237,14 +238,14 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
     cumulative: dict = {}
     loader: dict = {}
     seen: dict[str, int] = {}
-    planned, recompute_keys = False, set()
+    planned, planned_keys = None, set()
     if any(e.plan for e in entries):
         if not family.recompute_groups():
             i = next(i for i, e in enumerate(entries) if e.plan)
             raise SchemaError(
-                f"ladder[{i}].plan", f"a family with recompute groups ({family.name} has none)", "recompute"
+                f"ladder[{i}].plan", f"a family with recompute groups ({family.name} has none)", entries[i].plan
             )
-        recompute_keys = set(family.recompute_options(()))
+        planned_keys = set(family.recompute_options(())) | set(family.micro_batch_options(2) or {})
     for i, entry in enumerate(entries):
         key = f"ladder[{i}]"
         if entry.name in seen:
@@ -264,8 +265,8 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
             raise e.under(f"{key}.options") from None
         loader = {**loader, **(entry.loader or {})}
         parse(LoaderOptions, loader, f"{key}.loader")
-        # a rung that writes its own recompute option ends an earlier rung's plan
-        planned = entry.plan == "recompute" or (planned and not recompute_keys & options.keys())
+        # a rung that writes its own recompute or micro-batch option ends an earlier rung's plan
+        planned = entry.plan or (planned if not planned_keys & options.keys() else None)
         rungs.append(
             Rung(
                 name=entry.name,
@@ -274,7 +275,7 @@ def _ladder(entries: tuple[RungEntry, ...], family) -> tuple[Rung, ...]:
                 requires=entry.requires,
                 loader=dict(entry.loader or {}),
                 loader_cumulative=dict(loader),
-                planned_recompute=planned,
+                plan=planned,
             )
         )
     return tuple(rungs)

@@ -14,6 +14,7 @@ an option up by name.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol, get_args, get_type_hints
 
@@ -94,6 +95,7 @@ class Knobs:
     recompute_patterns: tuple[str, ...] = ()
     cuda_graphs: bool = False  # the step replays CUDA graphs (their memory pool is reserved, not allocated)
     fp8_linears: bool = False  # linears train in FP8 (the kernel floor to compare with is the FP8 one)
+    micro_batches: int = 1  # the step runs its batch as this many equal slices (activations of one at a time)
 
 
 @dataclass
@@ -175,6 +177,11 @@ class ModelFamily:
         if not self.recompute_groups():
             raise NotImplementedError(f"{self.name} has no recompute option")
         return {"recompute": {"patterns": list(patterns)} if patterns else "none"}
+
+    def micro_batch_options(self, micro_batches: int) -> dict | None:
+        """The options that, merged over a rung's, run its step in `micro_batches` equal slices of the batch (the
+        memory planner's other choice besides recompute); None: the family's step cannot split its batch."""
+        return None
 
     def compile_modes(self) -> tuple[str, ...]:
         """The values of the family's compile option, the one that compiles nothing first; empty without one.
@@ -321,18 +328,52 @@ def standard_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     clip: float = 1.0,
+    micro_batches: int = 1,
 ) -> Step:
-    """loss, backward, clip the gradient norm, optimizer step, drop the gradients."""
+    """loss and backward (in `micro_batches` slices of the batch), clip the gradient norm, optimizer step, drop the
+    gradients."""
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step(batch: dict) -> torch.Tensor:
-        loss = loss_fn(model, batch)
-        loss.backward()
+        loss = forward_backward(loss_fn, model, split_batch(batch, micro_batches))
         clip_and_step(optimizer, params, clip)
         optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return loss
 
     return step
+
+
+def split_batch(batch: dict, parts: int) -> list[dict]:
+    """`batch` as `parts` equal micro-batches along the first dimension, which every tensor of a training batch
+    shares (views: nothing is copied, so slices of a CUDA graph's static inputs stay static); other entries are
+    shared. Raises ValueError when the batch does not divide evenly."""
+    if parts == 1:
+        return [batch]
+    sizes = {v.shape[0] for v in batch.values() if isinstance(v, torch.Tensor)}
+    if len(sizes) != 1 or next(iter(sizes)) % parts:
+        raise ValueError(
+            f"micro_batches: {parts} needs a batch whose tensors share a first dimension that {parts} divides; "
+            f"got first dimensions {sorted(sizes)}"
+        )
+    chunks = {k: v.chunk(parts) if isinstance(v, torch.Tensor) else None for k, v in batch.items()}
+    return [{k: chunks[k][i] if chunks[k] is not None else v for k, v in batch.items()} for i in range(parts)]
+
+
+def forward_backward(loss_fn: Callable[[nn.Module, dict], torch.Tensor], model: nn.Module, parts: list[dict]):
+    """Forward and backward of each micro-batch in turn, each loss divided by their number, so that for a loss
+    that is a mean over equal micro-batches the summed gradients and the returned (detached) loss are the whole
+    batch's, with one micro-batch's activations alive at a time. A data-parallel wrapper all-reduces on the last
+    backward only."""
+    total = None
+    for i, part in enumerate(parts):
+        quiet = hasattr(model, "no_sync") and i < len(parts) - 1
+        with model.no_sync() if quiet else nullcontext():
+            loss = loss_fn(model, part)
+            if len(parts) > 1:
+                loss = loss / len(parts)
+            loss.backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    return total
 
 
 def clip_and_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], clip: float) -> None:
@@ -359,6 +400,8 @@ __all__ = [
     "SchemaError",
     "Step",
     "clip_and_step",
+    "forward_backward",
+    "split_batch",
     "TORCH_DTYPES",
     "Workload",
     "standard_step",

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .clipped_adamw import ClippedAdamW
+from .family import forward_backward, split_batch
 from .triton_adamw import TritonClippedAdamW
 
 WARMUP = 3  # eager forward/backward passes before a capture (torch's documented recipe; LoongForge's default)
@@ -34,16 +35,18 @@ def warm_up(
     inputs: dict,
     params: list[torch.Tensor],
     then: Callable[[], None] | None = None,
+    micro_batches: int = 1,
 ) -> None:
     """`passes` eager forward/backward passes on a side stream (lazy initialisation, cuBLAS workspaces and compiled
     units' first runs stay outside the capture), then `then` on that stream; the gradients are left unset, so that
-    backward inside the capture allocates them in the graph's memory pool."""
+    backward inside the capture allocates them in the graph's memory pool. With micro-batches each pass runs the
+    batch in slices, as the captured step will (the whole batch at once may not fit)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(passes):
             drop_grads(params)
-            loss_fn(model, inputs).backward()
+            forward_backward(loss_fn, model, split_batch(inputs, micro_batches))
         if then is not None:
             then()
     torch.cuda.current_stream().wait_stream(side)

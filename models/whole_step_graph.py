@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .family import clip_and_step
+from .family import clip_and_step, forward_backward, split_batch
 from .graph_capture import WARMUP, check_learning_rates, learning_rates, prepare_optimizer, shape_key, warm_up
 
 
@@ -47,6 +47,7 @@ class WholeStepGraph:
         optimizer: torch.optim.Optimizer,
         clip: float = 1.0,
         warmup: int = WARMUP,
+        micro_batches: int = 1,
     ):
         if hasattr(model, "module"):
             raise ValueError(
@@ -56,6 +57,7 @@ class WholeStepGraph:
         if not all(group.get("capturable") for group in optimizer.param_groups):
             raise ValueError("cuda_graphs: whole-step needs an optimizer made with capturable=True")
         self.loss_fn, self.model, self.optimizer, self.clip, self.warmup = loss_fn, model, optimizer, clip, warmup
+        self.micro_batches = micro_batches  # the batch's slices run one after another inside the one graph
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.graphs: dict[tuple, _Graph] = {}
         self.captures = self.replays = 0
@@ -75,8 +77,7 @@ class WholeStepGraph:
         return entry.loss.detach().clone()  # the next replay overwrites the graph's output
 
     def _step(self, inputs: dict) -> torch.Tensor:
-        loss = self.loss_fn(self.model, inputs)
-        loss.backward()
+        loss = forward_backward(self.loss_fn, self.model, split_batch(inputs, self.micro_batches))
         clip_and_step(self.optimizer, self.params, self.clip)
         return loss
 
@@ -94,6 +95,7 @@ class WholeStepGraph:
             inputs,
             self.params,
             then=lambda: prepare_optimizer(self.optimizer, self.params),
+            micro_batches=self.micro_batches,
         )
         graph = torch.cuda.CUDAGraph()
         # thread_local: a loader thread may copy the next batch to the device meanwhile

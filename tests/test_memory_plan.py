@@ -2,6 +2,7 @@
 scenarios/pi05-beyond.yaml names: the recompute a planned rung takes on cards of several sizes, the refusal before
 anything builds, and the capability refusals per target."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -22,8 +23,17 @@ def rung(name):
     return next(r for r in BEYOND.ladder if r.name == name)
 
 
-def planner(card_gib, workload=None):
-    return MemoryPlanner(BEYOND, workload or PEAKS["workload"], card_gib)
+def planner(card_gib, workload=None, scenario=BEYOND, target=None):
+    return MemoryPlanner(scenario, workload or PEAKS["workload"], card_gib, target)
+
+
+def planning(mode: str):
+    """pi05-beyond with its planned rungs planning by `mode` ("memory": micro-batches first; "recompute" only)."""
+    ladder = tuple(dataclasses.replace(r, plan=mode) if r.plan else r for r in BEYOND.ladder)
+    return dataclasses.replace(BEYOND, ladder=ladder)
+
+
+RECOMPUTE_ONLY = planning("recompute")
 
 
 def by_name(result):
@@ -31,7 +41,7 @@ def by_name(result):
 
 
 def test_the_plan_is_inherited_until_a_rung_sets_recompute_itself():
-    planned = [r.name for r in BEYOND.ladder if r.planned_recompute]
+    planned = [r.name for r in BEYOND.ladder if r.plan]
     assert planned[0] == "planned-recompute" and planned[-1] == BEYOND.ladder[-1].name
     assert "sdpa-joint-attention" not in planned
 
@@ -45,11 +55,35 @@ def test_a_card_with_room_keeps_the_written_recompute():
     assert ran.cumulative == rung("skip-prefix-tail").cumulative and refused is None and plan is p.plan
 
 
-def test_an_h100_gets_the_cheapest_plan_that_fits_its_budget():
+def test_an_h100_splits_the_batch_in_two_where_that_fits():
+    """pi05-beyond plans `plan: memory`: on an 80 GB card less 10% the batch runs as two micro-batches, predicted as
+    the training state (counted on the meta device) plus half of the rest of the most a planned rung needed."""
+    from models import get_family
+    from models.workload import Workload
+
+    card = 79.19
+    plan = planner(card).plan
+    workload = Workload.from_record(PEAKS["workload"])
+    state = get_family("pi05").state_bytes("full", workload) / 2**30
+    assert plan["micro_batches"] == 2 and plan["state_gib"] == pytest.approx(state, abs=0.01)
+    assert plan["predicted_peak_gib"] == pytest.approx(state + (plan["without_recompute_gib"] - state) / 2, abs=0.01)
+    assert plan["predicted_peak_gib"] <= plan["budget_gib"] < plan["without_recompute_gib"]
+    ran, recorded, refused = planner(card).apply(rung("skip-prefix-tail"))
+    assert refused is None and recorded["micro_batches"] == 2
+    assert ran.cumulative == {**rung("skip-prefix-tail").cumulative, "micro_batches": 2}
+    assert ran.cumulative["recompute"] == "none"  # the written recompute stays
+    line = memory_line(plan)
+    assert line.startswith("memory: 2 micro-batches a step for the 79.2 GiB card less 10%: predicted peak"), line
+    # a smaller card takes more micro-batches; none that fits gives way to recompute, then to a refusal
+    assert planner(45.0).plan["micro_batches"] == 8
+    assert planner(30.0).plan["fits"] is False
+
+
+def test_with_plan_recompute_an_h100_gets_the_cheapest_recompute_that_fits_its_budget():
     """On an 80 GB card less 10% the sweep's cheapest fitting choice: every subset's predicted peak and extra time
     recomputed here by brute force from the sweep's rows must agree with the planner's pick."""
     card = 79.19
-    p = planner(card)
+    p = planner(card, scenario=RECOMPUTE_ONLY)
     plan = p.plan
     assert not plan["as_written"] and plan["budget_gib"] == pytest.approx(card * 0.9, abs=0.01)
     assert plan["predicted_peak_gib"] <= plan["budget_gib"]
@@ -104,32 +138,33 @@ def test_fp8_rungs_are_unsupported_on_an_a100_before_anything_builds():
         assert (reason is not None) is refused, (name, reason)
 
 
-def test_the_ladder_table_says_what_each_planned_rung_recomputed(tmp_path):
+@pytest.mark.parametrize("mode", ["memory", "recompute"])
+def test_the_ladder_table_says_how_each_planned_rung_fitted(mode):
     from harness.report.report import ladder_table
 
     result = json.loads(json.dumps(PEAKS))
-    plan = planner(79.19).plan
+    plan = planner(79.19, scenario=planning(mode)).plan
     for r in result["rungs"]:
-        if rung(r["name"]).planned_recompute:
+        if rung(r["name"]).plan:
             r["memory_plan"] = plan
     result["provenance"]["host"] = {"cpu_model": "Test CPU 9000", "cpus_visible": 16, "cpu_count": 32}
     table = ladder_table(result)
-    groups = "+".join(plan["groups"])
-    expected = f"recompute {groups} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
+    chosen = "2 micro-batches" if mode == "memory" else "recompute " + "+".join(plan["groups"])
+    expected = f"{chosen} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
     lines = [line for line in table.splitlines() if line.startswith(("planned-recompute", "sdpa-joint-attention"))]
     assert expected in lines[1] and expected not in lines[0]
     assert "host Test CPU 9000, 16 cores" in table.splitlines()[0]
 
 
 def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refused_up_front():
-    """The committed H100 run: fp8-triton-vision-mlp ran out of memory under the H100's plan. On an H100 with the
-    same plan it is refused before it builds, naming the run; the rungs that fitted run; another card is not
-    concerned, and neither are other options."""
+    """The committed H100 run: fp8-triton-vision-mlp ran out of memory under the H100's recompute plan. On an H100
+    with the same plan it is refused before it builds, naming the run; the rungs that fitted run; another card is
+    not concerned, and neither are other options (the micro-batch plan's)."""
     h100 = json.loads((ROOT / "results/h100/pi05-beyond.json").read_text())
     oom = [r["name"] for r in h100["rungs"] if r["status"] == "oom"]
     assert oom == ["fp8-triton-vision-mlp"]
     card = h100["target"]["memory_gib"]
-    p = MemoryPlanner(BEYOND, PEAKS["workload"], card, "h100")
+    p = planner(card, scenario=RECOMPUTE_ONLY, target="h100")
     ran, plan, refused = p.apply(rung("fp8-triton-vision-mlp"))
     assert ran.cumulative == by_name(h100)["fp8-triton-vision-mlp"]["options"]
     sha = h100["provenance"]["git_sha"][:7]
@@ -138,6 +173,9 @@ def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refuse
         f"(pi05-beyond.json, vlabench {sha})"
     )
     assert p.apply(rung("fp8-triton-mlp"))[2] is None and p.apply(rung("skip-prefix-tail"))[2] is None
+    assert planner(card, scenario=RECOMPUTE_ONLY, target="h200").apply(rung("fp8-triton-vision-mlp"))[2] is None
+    ran, _, refused = planner(card, target="h100").apply(rung("fp8-triton-vision-mlp"))
+    assert refused is None and ran.cumulative["micro_batches"] == 2
     assert MemoryPlanner(BEYOND, PEAKS["workload"], card, "a100").apply(rung("fp8-triton-vision-mlp"))[2] is None
     # on a card whose plan differs (room for the written recompute), the options differ: not refused
     assert MemoryPlanner(BEYOND, PEAKS["workload"], 139.8, "h100").apply(rung("fp8-triton-vision-mlp"))[2] is None

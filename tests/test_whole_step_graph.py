@@ -63,6 +63,10 @@ def test_refusals_name_the_reason():
         {"compile": "per-layer", "recompute": {"patterns": ["vision.layers.*"]}},
         # pi05-beyond's skip-prefix-tail: the skipped parameters have no gradient in either step
         {"compile": "per-layer", "adamw": "triton-clip", "prefix_tail": False},
+        # the memory plan's micro-batches: two slices' forward and backward inside the one graph, against the
+        # eager step over the whole batch
+        {"micro_batches": 2},
+        {"compile": "per-layer", "adamw": "triton-clip", "prefix_tail": False, "micro_batches": 2},
     ],
 )
 def test_replayed_steps_match_eager_steps(extra):
@@ -71,7 +75,7 @@ def test_replayed_steps_match_eager_steps(extra):
     from models.family import standard_step
 
     batches = FAMILY.make_batches("tiny", WORKLOAD, 5, "cuda", torch.float32, 0)
-    eager_model, eager_optimizer, _ = build({**GRAPHS, **extra}, "cuda")
+    eager_model, eager_optimizer, _ = build({**GRAPHS, **extra, "micro_batches": 1}, "cuda")
     eager_step = standard_step(FAMILY.loss, eager_model, eager_optimizer)
     graph_model, _, graph_step = build({**GRAPHS, **extra}, "cuda")
     initial = [p.detach().clone() for p in graph_model.parameters()]

@@ -1,5 +1,5 @@
-"""A rung's memory on the card it runs on: the recompute a planned rung (`plan: recompute`) takes to fit the card,
-and a refusal before anything builds for a rung that cannot fit at all.
+"""A rung's memory on the card it runs on: how a planned rung (`plan: memory` or `plan: recompute`) fits the card
+(micro-batches or recompute), and a refusal before anything builds for a rung that cannot fit at all.
 
 The evidence is the scenario's `memory:` block: a ladder result of the scenario measured on a card with room to spare
 (each rung's peak) and a recompute sweep of the workload (what recomputing each group alone saves and costs). The
@@ -7,10 +7,14 @@ memory a step allocates depends on its shapes and code, not on the card, so a pe
 H100's. A rung that replays CUDA graphs needs its reserved peak: its graph pool's blocks count as free in the
 allocated figure once captured.
 
-A planned rung keeps its written recompute where the card has room for it (the published setting); otherwise it takes
-the plan with the least predicted extra step time (harness/ladder/sweep.py plan_recompute) whose predicted peak fits
-the card's memory less the scenario's margin. One plan serves every planned rung of the ladder, so the rungs after it
-still differ from each other by their own switch alone.
+A planned rung keeps its written options where the card has room for them (the published setting). Otherwise, with
+`plan: memory`, it runs its batch in the fewest equal micro-batches whose predicted peak fits the card's memory less
+the scenario's margin: micro-batches add no FLOPs (the same GEMMs on half the rows, one more pass over the gradients),
+where recompute adds a forward of what it recomputes. The prediction keeps the training state (weights, gradients,
+AdamW's moments, counted by the family) whole and divides the rest, the activations, by the number of micro-batches.
+Where no split fits, or with `plan: recompute`, it takes the recompute plan with the least predicted extra step time
+(harness/ladder/sweep.py plan_recompute) whose predicted peak fits. One plan serves every planned rung of the
+ladder, so the rungs after it still differ from each other by their own switch alone.
 
 A target the scenario does not list has no evidence: before a rung builds there, the family's weights, gradients and
 AdamW state (counted on the meta device) are set against the card's memory, or on a CPU the host's available memory.
@@ -69,6 +73,7 @@ class MemoryPlanner:
 
     def __init__(self, scenario: Scenario, workload: dict, card_gib: float | None, target: str | None = None):
         self.scenario, self.card_gib, self.target = scenario, card_gib, target
+        self.workload = workload
         self.family = get_family(scenario.model)
         evidence = scenario.memory
         self.margin = evidence.margin if evidence else 0.0
@@ -107,13 +112,16 @@ class MemoryPlanner:
     def _plan(self) -> dict:
         """The one plan of the ladder's planned rungs: as written where it fits, else the cheapest that does."""
         budget = self.card_gib * (1 - self.margin)
-        planned = [r for r in self.scenario.ladder if r.planned_recompute]
+        planned = [r for r in self.scenario.ladder if r.plan]
         base, basis = self._without_recompute(planned)
         plan = {"card_gib": round(self.card_gib, 2), "margin": self.margin, "budget_gib": round(budget, 2)}
         plan |= {"without_recompute_gib": round(base, 2), "basis": basis}
         written = base - self._saved(planned[0].cumulative)  # planned rungs inherit one written recompute
         if written <= budget:
             return {**plan, "as_written": True, "predicted_peak_gib": round(written, 2)}
+        split = self._micro_batches(written, budget) if planned[0].plan == "memory" else None
+        if split is not None:
+            return {**plan, "as_written": False, **split}
         try:
             chosen = plan_recompute(self.sweep, budget, base_peak_gib=base)
         except ValueError:
@@ -126,6 +134,27 @@ class MemoryPlanner:
             "predicted_peak_gib": round(chosen.peak_gib, 2),
             "predicted_extra_ms": round(chosen.extra_ms, 1),
         }
+
+    def _micro_batches(self, need: float, budget: float) -> dict | None:
+        """The fewest equal micro-batches of the batch whose predicted peak fits `budget` (None: the family cannot
+        split its step or say its training state, or no split of up to 16 fits): the training state stays whole,
+        the rest of `need` (the activations) is divided by their number."""
+        workload = Workload.from_record(self.workload)
+        state = self.family.state_bytes(workload.model_size, workload)
+        if state is None or self.family.micro_batch_options(2) is None:
+            return None
+        state_gib = state / 2**30
+        for k in (2, 4, 8, 16):
+            peak = state_gib + (need - state_gib) / k
+            if workload.batch_size % k == 0 and peak <= budget:
+                return {
+                    "micro_batches": k,
+                    "options": self.family.micro_batch_options(k),
+                    "predicted_peak_gib": round(peak, 2),
+                    "state_gib": round(state_gib, 2),
+                    "groups": [],
+                }
+        return None
 
     def _without_recompute(self, planned: list[Rung]) -> tuple[float, str]:
         """The most any planned rung needs with nothing recomputed, and what says so: its measured peak plus what its
@@ -149,7 +178,7 @@ class MemoryPlanner:
         here (None: it can)."""
         if self.card_gib is None:
             return rung, None, None
-        if rung.planned_recompute and self.plan is not None:
+        if rung.plan and self.plan is not None:
             plan = self.plan
             if plan.get("fits") is False:
                 return (
@@ -225,12 +254,18 @@ def check_unlisted_target(scenario: Scenario, target: Target, workload: Workload
 
 
 def memory_line(plan: dict) -> str:
-    """One line on what a planned rung recomputes on this card, and why."""
+    """One line on how a planned rung fits this card (micro-batches or recompute), and why."""
     card = f"{plan['card_gib']:.1f} GiB card less {plan['margin']:.0%}"
     if plan.get("fits") is False:
         return f"memory: no recompute plan fits the {card} (at least {plan['predicted_peak_gib']:.1f} GiB)"
     if plan["as_written"]:
-        return f"memory: recompute as written, predicted peak {plan['predicted_peak_gib']:.1f} GiB within the {card}"
+        return f"memory: as written, predicted peak {plan['predicted_peak_gib']:.1f} GiB within the {card}"
+    if plan.get("micro_batches"):
+        return (
+            f"memory: {plan['micro_batches']} micro-batches a step for the {card}: predicted peak "
+            f"{plan['predicted_peak_gib']:.1f} GiB (training state {plan['state_gib']:.1f} GiB and 1/"
+            f"{plan['micro_batches']} of the rest of {plan['without_recompute_gib']:.1f}: {plan['basis']})"
+        )
     return (
         f"memory: recompute {', '.join(plan['groups']) or 'nothing'} for the {card}: predicted peak "
         f"{plan['predicted_peak_gib']:.1f} GiB (without recompute {plan['without_recompute_gib']:.1f}: "

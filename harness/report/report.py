@@ -60,8 +60,11 @@ def plan_note(plan: dict) -> str:
     """What a planned rung recomputed on its card (harness/ladder/memory_plan.py), in a few words."""
     if plan.get("fits") is False:
         return f"no recompute plan fits {plan['budget_gib']:.0f} GiB"
-    chosen = "as written" if plan["as_written"] else "+".join(plan["groups"]) or "nothing"
-    return f"recompute {chosen} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
+    if plan.get("micro_batches"):
+        chosen = f"{plan['micro_batches']} micro-batches"
+    else:
+        chosen = "recompute " + ("as written" if plan["as_written"] else "+".join(plan["groups"]) or "nothing")
+    return f"{chosen} for {plan['budget_gib']:.0f} GiB (predicted peak {plan['predicted_peak_gib']:.1f})"
 
 
 def _knobs(family, rung: dict, notes: list[str]):

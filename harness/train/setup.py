@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from models import ModelFamily, get_family
-from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, clip_and_step, unimplemented
+from models.family import TORCH_DTYPES, TRAINING_METHODS, Built, Step, clip_and_step, forward_backward, unimplemented
 from models.tokenizers import BUILTIN
 
 from ..data.pipeline import DatasetFeed, feed_kind, reading
@@ -168,20 +168,13 @@ def build_training(spec: RungSpec, recipe: Recipe, start: int, weights: dict | N
 
 
 def accumulating_step(family: ModelFamily, model: torch.nn.Module, optimizer, clip: float) -> Step:
-    """The standard step (models/family.py standard_step) over several micro-batches: each one's loss, divided by
-    their number, is backpropagated (a DDP wrapper all-reduces only on the last), then one clip and one update."""
-    from contextlib import nullcontext
-
+    """The standard step (models/family.py standard_step) over several micro-batches fetched apart: each one's
+    loss, divided by their number, is backpropagated (a DDP wrapper all-reduces only on the last), then one clip
+    and one update."""
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step(batches: list[dict]) -> torch.Tensor:
-        total = None
-        for i, batch in enumerate(batches):
-            quiet = hasattr(model, "no_sync") and i < len(batches) - 1
-            with model.no_sync() if quiet else nullcontext():
-                loss = family.loss(model, batch) / len(batches)
-                loss.backward()
-            total = loss.detach() if total is None else total + loss.detach()
+        total = forward_backward(family.loss, model, batches)
         clip_and_step(optimizer, params, clip)
         optimizer.zero_grad(set_to_none=True)
         return total

@@ -110,7 +110,11 @@ class Pi05Family(ModelFamily):
             recompute_patterns=opts.recompute.patterns if isinstance(opts.recompute, RecomputePatterns) else (),
             cuda_graphs=opts.cuda_graphs != "none",
             fp8_linears=opts.linear == "fp8",
+            micro_batches=opts.micro_batches,
         )
+
+    def micro_batch_options(self, micro_batches: int) -> dict:
+        return {"micro_batches": micro_batches}
 
     def recompute_groups(self) -> dict[str, tuple[str, ...]]:
         """Module groups for `vlabench recompute-sweep` (LoongForge's cost table: ViT, MLP, attention)."""
@@ -170,8 +174,8 @@ class Pi05Family(ModelFamily):
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Pi05Options) -> Step:
         """The standard step (loss, backward, clip at 1.0, AdamW), or the same replayed from one CUDA graph."""
         if options.cuda_graphs == "whole-step":
-            return WholeStepGraph(self.loss, model, optimizer, clip=CLIP)
-        return standard_step(self.loss, model, optimizer, clip=CLIP)
+            return WholeStepGraph(self.loss, model, optimizer, clip=CLIP, micro_batches=options.micro_batches)
+        return standard_step(self.loss, model, optimizer, clip=CLIP, micro_batches=options.micro_batches)
 
     def make_batches(self, size: str, workload: Workload, n: int, device, dtype: torch.dtype, seed: int) -> list[dict]:
         return _make_batches(SIZES[size], workload, n, device, dtype, seed)

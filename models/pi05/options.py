@@ -72,6 +72,10 @@ class Pi05Options:
     # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
     # (models/whole_step_graph.py); one process, a CUDA device
     cuda_graphs: Literal["none", "whole-step"] = "none"
+    # The step's batch run as this many equal slices, forward and backward one after another with the gradients
+    # summed, then one clip and update: the same mean loss and update with one slice's activations alive at a time
+    # (the memory plan's choice besides recompute on a card with less memory; harness/ladder/memory_plan.py)
+    micro_batches: Annotated[int, Bounds(1, 64)] = 1
     # DistributedDataParallel flags, or None for no DDP wrapper (the harness applies it: it owns processes).
     ddp: DdpFlags | None = None
 
