@@ -36,7 +36,7 @@ def test_eval_throughput_leaves_the_warm_up_call_out_of_the_latency_figures():
     from harness.eval.runner import throughput
 
     runner = SimpleNamespace(
-        n_workers=2, policy_calls=4, batch_sizes=[2, 2, 1, 2], policy_s=1.0, crashes=0, host_threads=1
+        n_workers=2, policy_calls=4, batch_sizes=[2, 2, 1, 2], policy_s=1.0, crashes=0, host_threads=1, cluster=None
     )
     latencies = [(2, 5.0), (2, 0.10), (1, 0.06), (2, 0.12)]  # 5 s: CUDA init on call 1
     records = [{"env_steps": 30, "sim_s": 3.0}, {"env_steps": 20, "sim_s": 2.0}]

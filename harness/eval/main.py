@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from .protocol import (
 if TYPE_CHECKING:
     from models.policy import EvalPolicy
 
-    from .runner import EpisodeSpec
+    from .runner import EpisodeSpec, EvalRunner
 
 
 @dataclass
@@ -50,7 +51,7 @@ class EvalConfig:
     first_trial: int = 0  # each task's first stored initial state
     policy: str = next(iter(models.FAMILIES))  # the first registered family
     checkpoint: str | None = None
-    workers: int = 1
+    workers: int | None = 1  # None with `ray`: one episode per CPU of the cluster
     out: Path | None = None
     resume: bool = False
     assets: str | None = None
@@ -68,6 +69,7 @@ class EvalConfig:
     init_states: dict | None = None  # {(suite, task): states} replacing the stored initial states
     max_steps: int | None = None  # replaces the suites' step limits: short smoke runs, not the protocol
     stop_after_s: float | None = None  # start no episode after this long; --resume runs the rest
+    ray: str | None = None  # a Ray cluster's address (or auto): the episodes run there (ray_pool.py)
 
 
 @dataclass(frozen=True)
@@ -165,10 +167,8 @@ def _target(policy: EvalPolicy) -> dict:
     }
 
 
-def _build_policy(cfg: EvalConfig, episodes: list[EpisodeSpec], progress) -> EvalPolicy:
-    """The policy, warmed up for every batch size the workers can make; it refuses up front tasks it cannot do."""
-    from .policies import make_policy
-
+def _policy_recipe(cfg: EvalConfig) -> dict:
+    """What builds the policy (make_policy's arguments): here, and in every Ray worker with --ray."""
     kwargs = {}
     if cfg.policy in models.FAMILIES:
         kwargs = dict(
@@ -176,10 +176,19 @@ def _build_policy(cfg: EvalConfig, episodes: list[EpisodeSpec], progress) -> Eva
         )
         if cfg.options is not None:  # a scenario's rung options, for the families that take them
             kwargs["options"] = cfg.options
+    return {"policy": cfg.policy, "checkpoint": cfg.checkpoint, "kwargs": kwargs}
+
+
+def _build_policy(cfg: EvalConfig, episodes: list[EpisodeSpec], progress) -> EvalPolicy:
+    """The policy, warmed up for every batch size the workers can make; it refuses up front tasks it cannot do.
+    With --ray it describes the policy and checks the tasks; the Ray workers build their own copies."""
+    from .policies import make_policy
+
+    recipe = _policy_recipe(cfg)
     t0 = time.perf_counter()
-    policy = make_policy(cfg.policy, cfg.checkpoint, **kwargs)
+    policy = make_policy(recipe["policy"], recipe["checkpoint"], **recipe["kwargs"])
     progress(f"policy: {cfg.policy} ready in {time.perf_counter() - t0:.1f}s")
-    warm = policy.warm_up(max(1, min(cfg.workers, len(episodes))))
+    warm = 0.0 if cfg.ray else policy.warm_up(max(1, min(cfg.workers, len(episodes))))
     if warm:
         progress(f"policy: one CUDA graph per batch size up to {cfg.workers} captured in {warm:.1f}s")
     policy.check_tasks([ep.task for ep in episodes])
@@ -250,23 +259,12 @@ def _header(cfg: EvalConfig, policy: EvalPolicy, sim_setup: dict, command: list[
     return header
 
 
-def _run_episodes(
-    cfg: EvalConfig, policy: EvalPolicy, sim_env: dict, episodes: list[EpisodeSpec], writer, earlier: _Earlier, progress
-) -> list[dict]:
-    """Runs the episodes on the workers, keeping the result file current after each; its throughput at the end,
-    also when interrupted. Returns the new episodes' records."""
-    from .runner import EvalRunner, success_rates, throughput, throughput_total
+def _runner(cfg: EvalConfig, policy: EvalPolicy, setup, writer, on_episode, progress) -> EvalRunner:
+    """The local process pool, or with --ray the Ray cluster's (the same episodes, records and result file)."""
+    from . import sim
+    from .runner import EvalRunner
 
-    records = list(earlier.episodes)
-
-    def on_episode(record: dict):
-        records.append(record)
-        writer.update({"episodes": records, "success_rate": success_rates(records)})
-
-    runner = EvalRunner(
-        policy,
-        sim_env,
-        workers=cfg.workers,
+    options = dict(
         batch_wait_s=cfg.batch_wait_s,
         episode_timeout_s=cfg.episode_timeout_s,
         progress=progress,
@@ -274,8 +272,33 @@ def _run_episodes(
         video_dir=writer.path.with_name(writer.path.stem + "-videos") if cfg.videos else None,
         stop_after_s=cfg.stop_after_s,
     )
+    if not cfg.ray:
+        return EvalRunner(policy, setup.env, workers=cfg.workers, **options)
+    from .ray_pool import RayEvalRunner
+
+    # The workers set up their simulator as this process did: the same assets and renderer.
+    worker_setup = {"assets": cfg.assets or os.environ.get(sim.ASSETS_ENV), "renderer": setup.renderer}
+    worker_setup |= _policy_recipe(cfg)
+    return RayEvalRunner(policy, setup.env, cfg.ray, worker_setup, workers=cfg.workers, **options)
+
+
+def _run_episodes(
+    cfg: EvalConfig, policy: EvalPolicy, setup, episodes: list[EpisodeSpec], writer, earlier: _Earlier, progress
+) -> list[dict]:
+    """Runs the episodes on the workers, keeping the result file current after each; its throughput at the end,
+    also when interrupted. Returns the new episodes' records."""
+    from .runner import success_rates, throughput, throughput_total
+
+    records = list(earlier.episodes)
+
+    def on_episode(record: dict):
+        records.append(record)
+        writer.update({"episodes": records, "success_rate": success_rates(records)})
+
+    runner = _runner(cfg, policy, setup, writer, on_episode, progress)
     workers = f"{runner.n_workers} worker{'s' if runner.n_workers != 1 else ''}"
-    progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {workers} -> {writer.path}")
+    where = f"the Ray cluster at {cfg.ray}" if cfg.ray else workers
+    progress(f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''} on {where} -> {writer.path}")
     start = time.perf_counter()
     on_gpu = policy.device.type == "cuda"
     sampler = UtilisationSampler(gpu=(policy.device.index or 0) if on_gpu else None).start()
@@ -305,7 +328,7 @@ def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
     out = Path(cfg.out or default_out(cfg))
     episodes, earlier = _resume(cfg, out, policy, episodes, progress)
     writer = ResultWriter(out, _header(cfg, policy, setup.as_dict(), command, earlier))
-    new = _run_episodes(cfg, policy, setup.env, episodes, writer, earlier, progress)
+    new = _run_episodes(cfg, policy, setup, episodes, writer, earlier, progress)
     data = writer.data
     data["_new_episodes"] = len(new)
     data["_path"] = str(out)
@@ -415,7 +438,14 @@ def _add_subject_arguments(p) -> None:
 
 def _add_run_control_arguments(p) -> None:
     """How the run proceeds: its workers, its result file, resuming and stopping early."""
-    p.add_argument("--workers", type=int, help="environment worker processes (default 1)")
+    p.add_argument("--workers", type=int, help="environment worker processes (default 1); with --ray, the most "
+                   "episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the episodes on the Ray cluster at ADDRESS (host:port of its head, or auto for the cluster this "
+        "machine is a node of) instead of local worker processes; needs vlabench[ray] (docs/training.md)",
+    )
     p.add_argument("--out", type=Path, help="result JSON (default runs/eval-<suite>-<policy>-<time>.json)")
     p.add_argument("--resume", action="store_true", help="keep the finished episodes of --out and run the rest")
     p.add_argument(
@@ -492,7 +522,9 @@ def config_from_args(args) -> EvalConfig:
     if unknown:
         raise InputError("--suite", None, "LIBERO suites (" + ", ".join(SUITE_MAX_STEPS) + ")", ", ".join(unknown))
     pick = lambda arg, key, default: arg if arg is not None else settings.get(key, default)  # noqa: E731
-    trials, workers = pick(args.trials, "trials", TRIALS), pick(args.workers, "workers", 1)
+    trials = pick(args.trials, "trials", TRIALS)
+    # With --ray, the eval block's workers (local processes) give way to the cluster's CPUs.
+    workers = args.workers if args.ray else pick(args.workers, "workers", 1)
     at_least("--trials", trials, 1, "a positive number of episodes per task")
     at_least("--workers", workers, 1, "a positive number of worker processes")
     at_least("--first-trial", args.first_trial, 0, "a non-negative state index")
@@ -500,6 +532,11 @@ def config_from_args(args) -> EvalConfig:
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
     at_least("--batch-wait", args.batch_wait, 0, "a non-negative number of seconds")
     positive_seconds("--episode-timeout", args.episode_timeout)
+    device = args.device
+    if args.ray:
+        from .ray_pool import check_ray
+
+        device = check_ray(device)
     return EvalConfig(
         suites=suites,
         tasks=_int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks"),
@@ -514,7 +551,7 @@ def config_from_args(args) -> EvalConfig:
         renderer=args.render,
         seed=pick(args.seed, "seed", SEED),
         model_size=pick(args.model_size, "model_size", "full"),
-        device=args.device,
+        device=device,
         dtype=args.dtype,
         tokenizer=args.tokenizer,
         videos=_videos(args.videos),
@@ -524,6 +561,7 @@ def config_from_args(args) -> EvalConfig:
         scenario=scenario,
         max_steps=args.max_steps,
         stop_after_s=_stop_after(args.stop_after),
+        ray=args.ray,
     )
 
 

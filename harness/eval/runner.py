@@ -5,7 +5,8 @@ A worker that dies (crash, kill, episode timeout) costs its episode, recorded as
 Episodes that errored count as failed trials in the success rates (as openpi counts an episode that
 raised), and `--resume` runs them again; finished `ok` episodes are kept and skipped. With a time limit
 (`--stop-after`) the runner starts no new episode once it has passed, lets the running ones finish and
-returns; `--resume` runs the rest later.
+returns; `--resume` runs the rest later. ray_pool.py runs the same episodes, recorded the same way, on a Ray
+cluster's nodes.
 """
 
 from __future__ import annotations
@@ -215,6 +216,7 @@ class EvalRunner:
         self.errors_in_a_row = 0
         self.stop_after_s = stop_after_s  # seconds from the start of run() after which no episode starts
         self.episodes_left = 0  # episodes never started because stop_after_s had passed
+        self.cluster: dict | None = None  # where the episodes ran when not in local processes (ray_pool.py)
 
     def _time_is_up(self, started: float, pending: list, total: int) -> bool:
         """Whether to stop handing out episodes. Never before the first round is handed out: every run then
@@ -223,25 +225,22 @@ class EvalRunner:
             return False
         return time.monotonic() - started >= self.stop_after_s
 
-    def _stop_handing_out(self, pending: list):
+    def _stop_handing_out(self, pending: list, running: int):
         self.episodes_left = len(pending)
-        running = sum(s.episode is not None for s in self.slots)
         self.progress(
             f"stop after {self.stop_after_s:g}s reached: {len(pending)} episodes not started; "
             f"waiting for the {running} running to finish"
         )
 
     def _finish(self, slot: _Slot, record: dict, done: list, total: int):
-        spec = slot.episode
-        record = {
-            "suite": spec.suite,
-            "task": spec.task["index"],
-            "task_name": spec.task["name"],
-            "trial": spec.trial,
-            "worker": slot.index,
-            **record,
-        }
-        slot.episode, slot.waiting = None, None
+        spec, slot.episode, slot.waiting = slot.episode, None, None
+        self._record(spec, {"worker": slot.index, **record}, done, total)
+
+    def _record(self, spec: EpisodeSpec, record: dict, done: list, total: int):
+        """A finished episode (a worker's record, or an error's) into the results: its video and demonstration
+        handed on, the result file updated (`on_episode`) and a progress line."""
+        where = {"suite": spec.suite, "task": spec.task["index"], "task_name": spec.task["name"], "trial": spec.trial}
+        record = {**where, **record}
         demo = record.pop("demo", None)
         if demo is not None and self.on_demonstration is not None:
             self.on_demonstration(record, spec, demo)
@@ -320,7 +319,7 @@ class EvalRunner:
             while (handing_out and pending) or any(s.episode is not None for s in self.slots):
                 if handing_out and self._time_is_up(started, pending, total):
                     handing_out = False
-                    self._stop_handing_out(pending)
+                    self._stop_handing_out(pending, sum(s.episode is not None for s in self.slots))
                 if handing_out:
                     self._hand_out(pending)
                 waiting = self._batch_due(first_wait)
@@ -330,7 +329,7 @@ class EvalRunner:
                     continue
                 first_wait = self._receive(ctx, first_wait, done, total)
                 self._replace_timed_out(ctx, done, total)
-                self._stop_if_setup_fails(done)
+                self._stop_if_setup_fails(done, len(self.slots))
         finally:
             for slot in self.slots:
                 slot.stop()
@@ -388,9 +387,9 @@ class EvalRunner:
             if slot.episode is not None and self.episode_timeout_s and now - slot.started > self.episode_timeout_s:
                 self._replace(slot, ctx, f"episode timed out after {self.episode_timeout_s:.0f}s", done, total)
 
-    def _stop_if_setup_fails(self, done: list) -> None:
+    def _stop_if_setup_fails(self, done: list, workers: int) -> None:
         """A setup problem (rendering, assets) fails every episode the same way: stop rather than burn them all."""
-        if self.errors_in_a_row >= 2 * len(self.slots) + 3 and not any(r["status"] == "ok" for r in done):
+        if self.errors_in_a_row >= 2 * workers + 3 and not any(r["status"] == "ok" for r in done):
             last = done[-1].get("failure_reason")
             raise RuntimeError(f"every episode so far failed to run (last: {last}); stopping the eval")
 
@@ -414,6 +413,8 @@ def throughput(records: list[dict], wall_s: float, runner: EvalRunner, latencies
         "policy_host_threads": runner.host_threads,
         "worker_restarts": runner.crashes,
     }
+    if runner.cluster:
+        out["ray"] = runner.cluster
     if latencies:
         # The first call pays one-off costs (CUDA context, cuBLAS heuristics, allocator growth): it is reported
         # on its own and left out of the figures below, as the warm-up is in training timings.

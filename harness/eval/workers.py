@@ -6,6 +6,8 @@ Messages (over a multiprocessing Pipe):
 A worker keeps the environment of its last task, since building one takes seconds; an episode that raises
 is reported as an error and its environment is rebuilt for the next episode. The episode's `needs` (what the
 policy declared: images, privileged state, actions per chunk) decide whether the environment has cameras.
+`episode_record` and `EpisodeEnvironment` also run the episodes of a Ray cluster's workers (ray_pool.py), which
+ask their own copy of the policy for the chunks instead of the runner.
 
 LIBERO, robosuite and MuJoCo are imported only inside the functions below, after `worker_main` has set the
 simulator's environment variables.
@@ -17,6 +19,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,11 +27,11 @@ from .protocol import WAIT_STEPS, PolicyNeeds
 
 
 class _ChunkRequests:
-    """`get_chunk` for one episode: sends each observation to the runner and waits for its action chunk,
-    counting the chunks and the seconds spent waiting (not simulating)."""
+    """`get_chunk` for one episode: hands each observation to `ask` (the runner over the pipe, or a policy in this
+    process) for its action chunk, counting the chunks and the seconds spent waiting (not simulating)."""
 
-    def __init__(self, conn, noise_seed: int):
-        self.conn, self.noise_seed = conn, noise_seed
+    def __init__(self, ask: Callable[[dict], np.ndarray], noise_seed: int):
+        self.ask, self.noise_seed = ask, noise_seed
         self.count = 0
         self.waited_s = 0.0
 
@@ -37,15 +40,25 @@ class _ChunkRequests:
         observation["noise_seed"] = self.noise_seed * 1000 + self.count
         self.count += 1
         t0 = time.perf_counter()
-        self.conn.send(("obs", observation))
-        reply_kind, actions = self.conn.recv()
-        if reply_kind != "chunk":
-            raise RuntimeError(f"expected an action chunk, got {reply_kind!r}")
+        actions = self.ask(observation)
         self.waited_s += time.perf_counter() - t0
         return actions
 
 
-class _Environment:
+def _ask_runner(conn) -> Callable[[dict], np.ndarray]:
+    """Chunks from the runner: the observation goes over the pipe, its chunk comes back."""
+
+    def ask(observation: dict) -> np.ndarray:
+        conn.send(("obs", observation))
+        reply_kind, actions = conn.recv()
+        if reply_kind != "chunk":
+            raise RuntimeError(f"expected an action chunk, got {reply_kind!r}")
+        return actions
+
+    return ask
+
+
+class EpisodeEnvironment:
     """The worker's environment, kept for the next episode of the same task with the same cameras."""
 
     def __init__(self):
@@ -70,7 +83,7 @@ class _Environment:
             env.close()
 
 
-def _run_episode(spec: dict, environment: _Environment, chunks: _ChunkRequests) -> dict:
+def _run_episode(spec: dict, environment: EpisodeEnvironment, chunks: _ChunkRequests) -> dict:
     """One episode from its message; returns its record (raises if the episode does)."""
     from .env import TaskInfo
     from .episode import run_episode
@@ -103,11 +116,12 @@ def _run_episode(spec: dict, environment: _Environment, chunks: _ChunkRequests) 
     }
 
 
-def _episode_record(conn, spec: dict, environment: _Environment) -> dict:
-    """Runs one episode and returns its record, with its times; an episode that raises is recorded as an error
-    and its environment is rebuilt for the next one."""
+def episode_record(spec: dict, environment: EpisodeEnvironment, ask: Callable[[dict], np.ndarray]) -> dict:
+    """Runs one episode (its message: EpisodeSpec.message() and the policy's `needs`), its chunks from `ask`, and
+    returns its record, with its times; an episode that raises is recorded as an error and its environment is
+    rebuilt for the next one."""
     started = time.perf_counter()
-    chunks = _ChunkRequests(conn, spec["noise_seed"])
+    chunks = _ChunkRequests(ask, spec["noise_seed"])
     try:
         record = _run_episode(spec, environment, chunks)
     except Exception as exc:  # the episode is lost, the worker goes on with a fresh environment
@@ -129,14 +143,14 @@ def _episode_record(conn, spec: dict, environment: _Environment) -> dict:
 def worker_main(conn, sim_env: dict) -> None:
     os.environ.update(sim_env)  # before MuJoCo/LIBERO are imported in this process
     sys.stdout = open(os.devnull, "w")  # LIBERO and robosuite chatter; errors come back as messages
-    environment = _Environment()
+    environment = EpisodeEnvironment()
     conn.send(("ready", os.getpid()))
     try:
         while True:
             kind, spec = conn.recv()
             if kind == "stop":
                 break
-            conn.send(("done", _episode_record(conn, spec, environment)))
+            conn.send(("done", episode_record(spec, environment, _ask_runner(conn))))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the runner went away or was interrupted
     finally:

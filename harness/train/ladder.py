@@ -72,6 +72,7 @@ class LadderPlan:
     resume: bool = False  # continue the train-ladder in `out`
     assets: str | None = None
     device: str | None = None
+    ray: str | None = None  # the Ray cluster the rungs are evaluated on (harness/eval/ray_pool.py); None: locally
     max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol
     workers: int | None = None  # DataLoader workers of every rung (the block's, or --workers)
     seed: int = 0  # every rung's training seed (the workload's, or --seed); with --seeds, the first

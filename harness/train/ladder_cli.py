@@ -21,7 +21,10 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--steps", type=int, metavar="N", help="optimizer steps per rung (default: train.steps)")
     p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
     p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
-    p.add_argument("--eval-workers", type=int, metavar="N", help="env workers (default: the eval block's)")
+    p.add_argument("--eval-workers", type=int, metavar="N", help="env workers (default: the eval block's); with "
+                   "--ray, the most episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
+    p.add_argument("--ray", metavar="ADDRESS", help="evaluate every rung on the Ray cluster at ADDRESS (host:port, or "
+                   "auto) instead of local worker processes; needs vlabench[ray] (docs/training.md)")  # fmt: skip
     p.add_argument("--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
     p.add_argument("--device", help="policy device in the evaluation (default cuda if available, else cpu)")
     p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
@@ -44,7 +47,8 @@ def _eval_settings(scenario, args) -> dict:
         "suites": settings["suites"],
         "tasks": tasks,
         "trials": args.trials or settings.get("trials", TRIALS),
-        "workers": args.eval_workers or settings.get("workers", 1),
+        # with --ray, the eval block's workers (local processes) give way to the cluster's CPUs
+        "workers": args.eval_workers if args.ray else args.eval_workers or settings.get("workers", 1),
         "seed": settings.get("seed", SEED),
     }
     first = train_block(scenario).demonstrations_from_trial
@@ -123,6 +127,11 @@ def plan_from_args(args) -> LadderPlan:
     steps = args.steps or block.steps
     rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
     _check_simulator(scenario)
+    device = args.device
+    if args.ray:  # Ray missing, or a GPU asked of it: one line before the first rung trains
+        from ..eval.ray_pool import check_ray
+
+        device = check_ray(device)
     check_unlisted_target(scenario, target, scenario.workload_for(target.name))  # before the first rung builds
     return LadderPlan(
         scenario=scenario,
@@ -137,7 +146,8 @@ def plan_from_args(args) -> LadderPlan:
         out=out,
         resume=args.resume,
         assets=args.assets,
-        device=args.device,
+        device=device,
+        ray=args.ray,
         max_steps=args.max_steps,
         workers=args.workers if args.workers is not None else block.workers,
         **_seeds(args, scenario.workload_for(target.name).seed),

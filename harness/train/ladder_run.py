@@ -74,6 +74,7 @@ def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[st
         assets=plan.assets,
         seed=s["seed"],
         device=plan.device,
+        ray=plan.ray,
         scenario={"name": plan.scenario.name, "path": plan.scenario.path, "sha256": plan.scenario.sha256, "rung": rung},
         max_steps=plan.max_steps,
     )
