@@ -71,6 +71,26 @@ def host_facts() -> dict:
     return {"cpu_model": model or platform.processor() or None, "cpus_visible": visible, "cpu_count": os.cpu_count()}
 
 
+def host_probe_ms(result: dict) -> float | None:
+    """The median host probe over the result's rungs, in ms (harness/machine/probe.py: 1000 in-place CPU tensor adds
+    on one thread): how fast this host dispatches ops, which an eager, launch-bound step follows while its data wait
+    stays near zero. None where no rung recorded it (a CPU target)."""
+    times = sorted(
+        t for r in result.get("rungs", []) for t in (r.get("machine_probe") or {}).get("host_times_s") or [] if t > 0
+    )
+    return 1e3 * times[len(times) // 2] if times else None
+
+
+def host_summary(result: dict, visible: str = "") -> str | None:
+    """The host that fed the card in a few words: its CPU, the cores this process could use and the dispatch probe's
+    median (`visible`: a word after the core count); None where the result records neither."""
+    host, probe = result.get("provenance", {}).get("host"), host_probe_ms(result)
+    parts = [f"{host['cpu_model']}, {host['cpus_visible']} cores{visible}"] if host else []
+    if probe is not None:
+        parts.append(f"dispatch probe {probe:.1f} ms (1000 CPU tensor adds)")
+    return ", ".join(parts) or None
+
+
 UNKNOWN_COMMIT = "unknown"
 
 

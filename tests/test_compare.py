@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.errors import InputError
 from harness.judge import compare
 from harness.judge.published import load_published, parse_tolerance
-from harness.results import load_result
+from harness.results import host_probe_ms, host_summary, load_result
 from harness.stats.repeats import combine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -413,7 +413,18 @@ def test_per_card_tables_show_each_card_s_host_and_data_wait():
     community = next(r for r in result["rungs"] if r["name"] == "community")
     wait = f"{community['data_wait_share']:.1%} ({community['data_wait_ms']:.0f} ms)"
     assert next(line for line in text.splitlines() if line.startswith("community ")).count(wait) == 2
-    assert "h200 data wait" in text and "host not recorded" in text and "host Test CPU 9000, 16 cores visible" in text
+    assert "h200 data wait" in text and "host Test CPU 9000, 16 cores visible" in text
+    # the host's dispatch speed, which an eager step follows while its data wait stays near zero: the H200's result
+    # predates the CPU facts but its rungs recorded the host probe
+    probe = f"dispatch probe {host_probe_ms(result):.1f} ms"
+    assert text.count(probe) == 2 and "CPU model not recorded" in text
+
+
+def test_the_host_probe_is_the_median_over_every_rungs_probes():
+    rungs = [{"machine_probe": {"host_times_s": [0.004, 0.006]}}, {"machine_probe": {"host_times_s": [0.005, 0]}}, {}]
+    assert host_probe_ms({"rungs": rungs}) == pytest.approx(5.0)
+    assert host_probe_ms({"rungs": [{}]}) is None
+    assert host_summary({"rungs": [{}], "provenance": {}}) is None
 
 
 def test_cli_compare_per_card_reads_a_results_directory(tmp_path, capsys):

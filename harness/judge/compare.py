@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from .. import kinds
+from ..results import host_summary
 from ..stats.repeats import ok_repeats, per_repeat, same_run
 from ..stats.spread import geometric_interval, repeats_ratio
 from .published import LOWER_IS_BETTER, NOT_STATED, Figure
@@ -141,10 +142,12 @@ def data_wait_text(rec: dict) -> str:
 
 def host_text(result: dict) -> str:
     """The host that fed the card: a rung reading a dataset is as fast as its CPU cores let the loader be."""
-    host = result["provenance"].get("host")
+    host = host_summary(result, " visible")
     if not host:
         return "host not recorded (the result predates host facts)"
-    return f"host {host['cpu_model']}, {host['cpus_visible']} cores visible"
+    if not result["provenance"].get("host"):
+        host += " (CPU model not recorded: the result predates host facts)"
+    return f"host {host}"
 
 
 def _card_cells(result: dict, rec: dict | None, width: int) -> list[str]:

@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from .. import kinds
 from ..outputs import file_name
+from ..results import host_summary
 
 
 def _num(value, fmt: str, scale: float = 1.0) -> str:
@@ -209,9 +210,9 @@ def ladder_table(result: dict, fmt: str = "simple") -> str:
         title += "; kernel floor " + ", ".join(f"{p} {v['samples_per_s']:.1f} samples/s" for p, v in totals.items())
         if result["floor"].get("from"):
             title += f" (from {result['floor']['from']})"
-    host = result["provenance"].get("host")
-    if host:  # a rung that reads a dataset is fed by these cores
-        title += f"; host {host['cpu_model']}, {host['cpus_visible']} cores"
+    host = host_summary(result)
+    if host:  # a rung that reads a dataset is fed by these cores, an eager one launched at this host's speed
+        title += f"; host {host}"
     table = tabulate(ladder_rows(result), headers=LADDER_HEADERS, tablefmt=fmt, disable_numparse=True)
     return f"{title}\n{table}\n{LADDER_LEGEND}"
 
