@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from models import UnknownFamilyError
-from models.extras import SetupError
+from models.extras import SetupError, missing_extra
 from models.schema import SchemaError
 
 from .data.cli import add_make_dataset_arguments, cmd_make_dataset
@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: finished rungs are kept in the result file", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # an optional extra not installed is the user's to fix; another module is a bug
+        line = missing_extra(exc)
+        return fail(line) if line else internal_failure(exc, args.argv)
     except Exception as exc:  # a bug or a device failure, not the user's input: the traceback goes to a log
         return internal_failure(exc, args.argv)
     finally:

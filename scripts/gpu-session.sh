@@ -50,6 +50,8 @@ for part in "$@"; do
       vlabench run scenarios/pi05-beyond.yaml --append --repeats 1 --rung-timeout 420 --out "$results/pi05-beyond.json" \
         --rungs "${BEYOND_REST:-$rest}" 2>&1 | grep -v "^    step\|^    warm-up" ;;
     gr00t)
+      [ -d /tmp/datasets/libero-synthetic ] || vlabench make-dataset --source synthetic --episodes 200 \
+        --out /tmp/datasets/libero-synthetic 2>&1 | tail -2
       vlabench run scenarios/gr00t-loongforge.yaml --floor --repeats 1 --rung-timeout 300 --dataset /tmp/datasets/libero-synthetic \
         --out "$results/gr00t-loongforge.json" 2>&1 | grep -v "^    step\|^    warm-up" ;;
     tests)

@@ -328,3 +328,22 @@ def test_overwrite_replaces_and_append_merges_a_real_result(scenario, tmp_path, 
     assert main(["run", scenario, "--target", "cpu", "--repeats", "1", "--out", str(out), "--append"]) == 0
     merged = json.loads(out.read_text())
     assert [r["name"] for r in merged["rungs"]] == ["community"] and len(merged["provenance_earlier"]) == 1
+
+
+def test_a_missing_extra_is_one_line_naming_it_and_another_missing_module_is_a_bug(tmp_path):
+    """`make-dataset` without PyAV (the data extra), as on a machine that never installed it: one line naming the
+    extra and its install command, exit 2; a module no extra brings stays an internal failure (exit 4, logged)."""
+    code = (
+        "import sys; sys.modules['av'] = None; sys.modules['pyarrow'] = None\n"
+        "from harness.cli import main\n"
+        f"sys.exit(main(['make-dataset', '--source', 'synthetic', '--episodes', '1', '--out', {str(tmp_path / 'd')!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("vlabench: error: ") and "Traceback" not in line, line
+    assert "is not installed: it comes with the data extra: pip install torch==" in line and "'.[data]'" in line
+    from models.extras import missing_extra
+
+    assert missing_extra(ModuleNotFoundError("x", name="not_an_extra_module")) is None
+    assert missing_extra(ModuleNotFoundError("x", name="ray.util")).startswith("ray is not installed")
