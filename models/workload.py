@@ -62,6 +62,11 @@ class Workload:
         return {**self.as_dict(), "model": model, "flops_per_sample": flops_per_sample}
 
     @classmethod
+    def record_keys(cls) -> tuple[str, ...]:
+        """The keys of `record`'s block, in its order."""
+        return (*(f.name for f in dataclasses.fields(cls)), "model", "flops_per_sample")
+
+    @classmethod
     def from_record(cls, block: dict):
         """The workload of a result file's `workload` block (or of `as_dict()`): the keys `record` adds and
         fields an older file lacks (their defaults) are fine."""
