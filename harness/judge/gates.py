@@ -30,6 +30,7 @@ from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
 from ..results import load_result, write_text_atomic
 from ..scenario import recorded_workload, workload_keys
+from ..stats.batch_sizes import BatchSizes
 from ..stats.repeats import ok_repeats
 from ..stats.spread import (
     SLOWER,
@@ -383,16 +384,17 @@ def _rung_checks(
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
     return [
         _throughput_check(
-            name, base, cur, global_batch(baseline), global_batch(current), limits, process_spread(base, cur, baseline)
+            name,
+            base,
+            cur,
+            BatchSizes.of_result(baseline).global_,
+            BatchSizes.of_result(current).global_,
+            limits,
+            process_spread(base, cur, baseline),
         ),
         _memory_check(name, base, cur, limits),
         _parity_check(name, base, cur),
     ]
-
-
-def global_batch(result: dict) -> int:
-    """Samples per step: the per-process batch times the processes per rung (torchrun)."""
-    return result["workload"]["batch_size"] * result.get("nproc", 1)
 
 
 def _throughput_check(
