@@ -382,16 +382,9 @@ def _rung_checks(
             if (base.get("options") or {}).get(k) != (cur.get("options") or {}).get(k)
         )
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
+    base_batch, cur_batch = BatchSizes.of_result(baseline).global_, BatchSizes.of_result(current).global_
     return [
-        _throughput_check(
-            name,
-            base,
-            cur,
-            BatchSizes.of_result(baseline).global_,
-            BatchSizes.of_result(current).global_,
-            limits,
-            process_spread(base, cur, baseline),
-        ),
+        _throughput_check(name, base, cur, base_batch, cur_batch, limits, process_spread(base, cur, baseline)),
         _memory_check(name, base, cur, limits),
         _parity_check(name, base, cur),
     ]
