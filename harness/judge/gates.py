@@ -56,7 +56,9 @@ UNFIT_SLOWDOWN = 0.20
 # docs/gates.md says where each figure was measured.
 DEFAULT_PROCESS_SPREAD = {"cpu": 0.05, "cuda": 0.03, "npu": 0.03}
 # The keys of a result's `workload` block that do not make two results measure different things, each with why;
-# every other key, a field added to the workload included, is compared and a difference is a warning.
+# every other key, a field added to the workload included, is compared and a difference is a warning. The warm-up
+# and timed steps stay compared: nothing else in the gate looks at them, and another warm-up moves compile and
+# autotuning work into or out of the timed steps.
 WORKLOAD_NOT_COMPARED = {
     "flops_per_sample": "derived from the other keys by the family's FLOP count: a new count changes MFU, not what is "
     "timed, and a changed shape shows as its own key",
