@@ -1,9 +1,11 @@
 """Command-line values that several commands read the same way: a fraction (`5%`), a workload field's override,
-the target to run on, the rungs to run."""
+the target to run on, the rungs to run, a flag under its new name."""
 
 from __future__ import annotations
 
+import argparse
 import re
+import sys
 from typing import get_type_hints
 
 from models.schema import SchemaError, parse_value
@@ -81,3 +83,31 @@ def chosen_rungs(scenario, text: str | None) -> list[str] | None:
         got = ", ".join(unknown) or "an empty rung list"
         raise InputError("--rungs", None, f"rung names of {scenario.name} ({', '.join(names)})", got)
     return rungs
+
+
+class _FormerName(argparse.Action):
+    """A flag's former spelling: sets the new flag's value and says the new name in one line on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"vlabench: {option_string} is deprecated: use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def renamed_flag(parser, flag: str, former: str, **kwargs) -> None:
+    """`flag` (add_argument's `kwargs`), with its `former` name still read, hidden from --help, and one line
+    saying the new name when used (scripts written with the old name keep working)."""
+    action = parser.add_argument(flag, **kwargs)
+    parser.add_argument(
+        former,
+        dest=action.dest,
+        type=kwargs.get("type"),
+        metavar=action.metavar,
+        action=_FormerName,
+        new=flag,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )

@@ -22,6 +22,7 @@ from models.schema import (
     join,
     parse,
     parse_fields,
+    to_plain,
 )
 
 from .data.pipeline import DataSpec, LoaderOptions
@@ -43,6 +44,26 @@ class Workload(models.workload.Workload):
     (harness/data/pipeline.py). Families receive it typed as models.workload.Workload."""
 
     data: Literal["synthetic"] | DataSpec = "synthetic"
+
+
+def workload_keys(excluded: dict[str, str], workload: type[Workload] = Workload) -> tuple[str, ...]:
+    """The keys of a result's `workload` block (`workload.record_keys()`) that two results are compared on: all but
+    `excluded` ({key: why it does not change what is compared}), so that a field added to the workload is compared
+    until someone says why not."""
+    keys = workload.record_keys()
+    stale = sorted(set(excluded) - set(keys))
+    if stale:  # an exclusion outliving its field would hide nothing and mislead the reader
+        raise ValueError(f"excluded workload keys that no result has: {', '.join(stale)}")
+    return tuple(k for k in keys if k not in excluded)
+
+
+def recorded_workload(block: dict, workload: type[Workload] = Workload) -> dict:
+    """A result's `workload` block with the fields an older file lacks at their defaults: a field is added with
+    the behaviour before it as its default, so an old file and a new one compare on what each ran."""
+    defaults = {
+        f.name: to_plain(f.default) for f in dataclasses.fields(workload) if f.default is not dataclasses.MISSING
+    }
+    return {**defaults, **block}
 
 
 @dataclass(frozen=True)

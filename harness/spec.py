@@ -17,6 +17,7 @@ from .errors import InputError
 from .ladder.memory_plan import check_unlisted_target
 from .machine.hardware import Target
 from .scenario import Rung, Scenario, Workload
+from .stats.batch_sizes import BatchSizes
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class RungSpec:
     fp8: bool = False  # the kernel floor: the device has FP8 (its GEMMs are timed in FP8 too)
     rung: str | None = None  # a training run: the rung it trains
     grad_accum: int = 1  # a training run: micro-batches per optimizer step (workload.batch_size each)
+
+    def batches(self, nproc: int = 1) -> BatchSizes:
+        """The micro-batch (the workload's batch_size), a process's step and the global batch of `nproc` processes."""
+        return BatchSizes.of(self.workload.batch_size, self.grad_accum, nproc)
 
     def workload_record(self) -> dict:
         """The `workload` block of a result file."""
@@ -67,7 +72,7 @@ def scenario_spec(
     if workload.model_size not in sizes:
         raise InputError("--model-size", None, "one of " + ", ".join(sizes), repr(workload.model_size))
     check_unlisted_target(scenario, target, workload)
-    # what one forward sees; a training step sums grad_accum of them
+    # from here on the workload's batch_size is the micro-batch, what one forward sees (RungSpec.batches)
     workload = dataclasses.replace(workload, batch_size=workload.batch_size // grad_accum)
     spec = RungSpec(scenario.model, target.backend, workload, peak_flops=target.peak_bf16_flops, grad_accum=grad_accum)
     return spec if rung is None else spec.for_rung(rung)

@@ -33,7 +33,9 @@ SEED = Bounds(0, 2**32 - 1)  # derived seeds (seed x 1,000,003 + step) stay with
 
 @dataclass(frozen=True)
 class Workload:
-    batch_size: Annotated[int, BATCH_SIZE]  # per process; a step of several processes trains the product
+    # what one forward of one process sees (the micro-batch); a step of several micro-batches (gradient
+    # accumulation) or processes trains a multiple of it
+    batch_size: Annotated[int, BATCH_SIZE]
     cameras: Annotated[int, CAMERAS] = 2
     text_tokens: Annotated[int, TOKENS] = 200
     action_horizon: Annotated[int, ACTION_HORIZON] = 50
@@ -60,6 +62,11 @@ class Workload:
     def record(self, model: str, flops_per_sample: float) -> dict:
         """The `workload` block of a result file: the fields, then the model family and its FLOPs per sample."""
         return {**self.as_dict(), "model": model, "flops_per_sample": flops_per_sample}
+
+    @classmethod
+    def record_keys(cls) -> tuple[str, ...]:
+        """The keys of `record`'s block, in its order."""
+        return (*(f.name for f in dataclasses.fields(cls)), "model", "flops_per_sample")
 
     @classmethod
     def from_record(cls, block: dict):

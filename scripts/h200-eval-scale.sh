@@ -21,14 +21,14 @@ parts=" ${PARTS:-profile expert pi05} "
 done
 [[ $parts == *" profile "* ]] && python3 -c "import json, glob, sys; json.dump({p: json.load(open(p)) for p in sorted(glob.glob('/tmp/gr00t-profile-*.json'))}, sys.stdout, indent=1)" \
   > "$out/gr00t-profiles.json"
-[[ $parts == *" expert "* ]] && timeout 240 vlabench eval --suite libero_spatial --policy expert --workers "$(nproc)" --assets "$assets" \
+[[ $parts == *" expert "* ]] && timeout 240 vlabench eval --suite libero_spatial --policy expert --sim-workers "$(nproc)" --assets "$assets" \
   --out results/h200/libero-eval-spatial-expert.json --overwrite 2>&1 | tail -25 | tee -a "$log"
 [[ $parts == *" expert "* ]] && cp results/h200/libero-eval-spatial-expert.json "$out/"
 [[ $parts == *" pi05 "* ]] && for n in 16 8 4 1; do
   case $n in 1) sel="--tasks 0,1 --trials 1" ;; 4) sel="--tasks 0,1,2,3 --trials 2" ;; *) sel="--trials 2 --tasks 0,1,2,3,4,5,6,7" ;; esac
   result=results/h200/libero-eval-spatial-pi05-random-graphs-w$n.json
   timeout 150 vlabench eval --suite libero_spatial $sel --policy pi05 --checkpoint random --model-size full \
-    --workers "$n" --batch-wait 0 --assets "$assets" --out "$result" --overwrite 2>&1 | grep -v "^\[#\|^\[\." | tail -12 \
+    --sim-workers "$n" --batch-wait 0 --assets "$assets" --out "$result" --overwrite 2>&1 | grep -v "^\[#\|^\[\." | tail -12 \
     | tee -a "$log"
   cp "$result" "$out/" 2>/dev/null
 done

@@ -22,7 +22,7 @@ for n in ${WORKERS:-10 5 1}; do
   result=results/h200/libero-eval-spatial-pi05-random-$size-w$n.json
   rm -f "$result"
   "$py" -m harness eval --suite libero_spatial ${TASKS:+--tasks "$TASKS"} --trials "${TRIALS:-1}" --policy pi05 \
-    --checkpoint random --model-size "$size" --workers "$n" --assets .whl/libero-assets-spatial-goal.tar.xz \
+    --checkpoint random --model-size "$size" --sim-workers "$n" --assets .whl/libero-assets-spatial-goal.tar.xz \
     --batch-wait "${BATCH_WAIT:-0.05}" --out "$result" 2>&1 | tee "$out/eval-w$n.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   cp "$result" "$out/" 2>/dev/null || status=1

@@ -44,7 +44,7 @@ run_part() {  # $1 part, $2 GPU index; the part's files under /tmp/parts/PART, i
       [ "$left" -gt 60 ] || { echo "eval-pi05: no time left in this call"; return; }
       result=results/h200/libero-eval-spatial-pi05-random-graphs-suite.json
       MUJOCO_GL=egl MUJOCO_EGL_DEVICE_ID=$2 vlabench eval --suite libero_spatial --policy pi05 --checkpoint random \
-        --model-size full --workers "$(nproc)" --batch-wait 0 --assets .whl/libero-assets-spatial-goal.tar.xz \
+        --model-size full --sim-workers "$(nproc)" --batch-wait 0 --assets .whl/libero-assets-spatial-goal.tar.xz \
         --out "$result" --resume --stop-after "$left" 2>&1 | grep -v "^\[#\|^\[\."
       cp "$result" "$OUT/" ;;
     *) bash scripts/h200.sh "$1" ;;

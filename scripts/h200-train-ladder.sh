@@ -78,7 +78,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilizatio
 nvidia-smi --query-gpu=timestamp,clocks_event_reasons.active --format=csv -l 5 > "$logs/gpu-clock-reasons.csv" 2>&1 &
 step "demonstrations"
 [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
-  --episodes "${EPISODES:-300}" --first-trial 20 --workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
+  --episodes "${EPISODES:-300}" --first-trial 20 --sim-workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
 # the goal's and the sabotage's rung: RUNG (default whole-step-graph, the fastest bf16 rung measured: 10,216
 # samples/s against fused-adamw's 5,990 in results/h200/pi05-libero-train-speed-graph.json), or RUNG=fastest: the
@@ -102,7 +102,7 @@ goal() {
   if [ -z "$steps" ]; then
     step "probe: $rung, 150 steps on the memory loader"
     python3 -m harness train "$scenario" --rung "$rung" --target h200 --dataset "$data" --steps 150 --loader memory \
-      --prepared-rows --workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
+      --prepared-rows --loader-workers 16 --log-every 25 --keep-checkpoints 1 --out runs/probe > "$logs/probe.log" 2>&1
     # steps = what the budget leaves after the probe's decode and its time outside steady steps, at its samples/s
     steps=$(python3 - "$budget_s" <<'EOF'
 import json, sys

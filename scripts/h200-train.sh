@@ -23,7 +23,7 @@ runs=/tmp/runs
 rung=${RUNG:-community}
 make_data() {
   [ -f "$data/meta/info.json" ] && return 0
-  { time vlabench make-dataset --source libero --suite libero_spatial --episodes "${EPISODES:-200}" --workers 16 \
+  { time vlabench make-dataset --source libero --suite libero_spatial --episodes "${EPISODES:-200}" --sim-workers 16 \
       --assets "$assets" --out "$data" ; } 2>&1 | tail -5 | tee "$out/make-dataset.log"
 }
 case $part in
@@ -33,12 +33,12 @@ case $part in
     rm -rf "$runs/small-$rung"
     vlabench train scenarios/pi05-loongforge.yaml --rung "$rung" --target h200 --model-size small --dataset "$data" \
       --steps "${STEPS:-3000}" --batch-size "${BATCH:-64}" --peak-lr "${PEAK_LR:-3e-4}" --warmup-steps "${WARMUP:-300}" \
-      --decay-steps "${STEPS:-3000}" --decay-lr "${DECAY_LR:-3e-5}" --workers "${WORKERS:-8}" \
+      --decay-steps "${STEPS:-3000}" --decay-lr "${DECAY_LR:-3e-5}" --loader-workers "${WORKERS:-8}" \
       --out "$runs/small-$rung" 2>&1 | tee "$out/train-small-$rung.log"
     cp "$runs/small-$rung/train.json" "results/h200/train-small-$rung.json" && cp "$runs/small-$rung/train.json" "$out/train-small-$rung.json"
     [ -n "${SKIP_EVAL:-}" ] && exit 0
     ckpt=$(ls -d "$runs/small-$rung"/checkpoints/step-* | tail -1)
-    vlabench eval --suite libero_spatial --trials "${TRIALS:-10}" --policy pi05 --checkpoint "$ckpt" --workers 16 \
+    vlabench eval --suite libero_spatial --trials "${TRIALS:-10}" --policy pi05 --checkpoint "$ckpt" --sim-workers 16 \
       --assets "$assets" --out "results/h200/libero-eval-spatial-small-$rung.json" --overwrite 2>&1 \
       | tee "$out/eval-small-$rung.log"
     cp "results/h200/libero-eval-spatial-small-$rung.json" "$out/" ;;

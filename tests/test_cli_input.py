@@ -14,7 +14,7 @@ from cli_errors import one_line_error
 
 import harness.eval.main as eval_main
 import harness.ladder.runner
-from harness.cli import main
+from harness.cli import build_parser, main
 from harness.errors import InputError
 from harness.results import ResultWriter
 from harness.user_yaml import load_yaml
@@ -90,7 +90,7 @@ MERGE_FLAG = {"run": "--append", "eval": "--resume"}
         ("profile", "--batch-size", "-2", "--batch-size: expected an integer 1..65536, got integer -2"),
         ("profile", "--batches", "1", "--batches: expected at least 2 batches, got 1"),
         ("eval", "--episode-timeout", "-1", "--episode-timeout: expected a positive number of seconds, got -1"),
-        ("eval", "--workers", "0", "--workers: expected a positive number of worker processes, got 0"),
+        ("eval", "--sim-workers", "0", "--sim-workers: expected a positive number of worker processes, got 0"),
         ("eval", "--trials", "0", "--trials: expected a positive number of episodes per task, got 0"),
         ("eval", "--batch-wait", "-0.5", "--batch-wait: expected a non-negative number of seconds, got -0.5"),
         ("eval", "--max-steps", "0", "--max-steps: expected a positive number of steps, got 0"),
@@ -103,6 +103,38 @@ def test_nonsense_numbers_are_refused_before_anything_runs(scenario, tmp_path, c
     err = one_line_error(capsys, [*command(name, scenario), flag, value, "--out", out])
     assert err == f"vlabench: error: {expected}"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, former, new, dest",
+    [
+        (["eval"], "--workers", "--sim-workers", "sim_workers"),
+        (["make-dataset", "--source", "libero", "--episodes", "1", "--out", "d"], "--workers", "--sim-workers", "sim_workers"),
+        (["train", "s.yaml", "--rung", "r", "--dataset", "d", "--steps", "1"], "--workers", "--loader-workers", "loader_workers"),
+        (["train-ladder", "s.yaml"], "--workers", "--loader-workers", "loader_workers"),
+        (["train-ladder", "s.yaml"], "--eval-workers", "--sim-workers", "sim_workers"),
+    ],
+)  # fmt: skip
+def test_a_workers_flag_is_named_for_what_it_counts_and_its_former_name_still_works(capsys, argv, former, new, dest):
+    """Simulator workers (eval, make-dataset, the train-ladder's evaluation) and DataLoader workers (train) had the
+    same name; the former spelling still sets the value, with one line on stderr naming the new flag, and is
+    not offered by --help."""
+    args = build_parser().parse_args([*argv, new, "3"])
+    assert getattr(args, dest) == 3 and capsys.readouterr().err == ""
+    args = build_parser().parse_args([*argv, former, "3"])
+    assert getattr(args, dest) == 3 and capsys.readouterr().err == f"vlabench: {former} is deprecated: use {new}\n"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([argv[0], "--help"])
+    shown = capsys.readouterr().out
+    assert new in shown and f"{former} " not in shown
+
+
+def test_a_former_flag_name_is_checked_as_the_new_one(capsys):
+    assert main(["eval", "--suite", "libero_goal", "--policy", "noop", "--workers", "0"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "vlabench: --workers is deprecated: use --sim-workers",
+        "vlabench: error: --sim-workers: expected a positive number of worker processes, got 0",
+    ]
 
 
 def test_a_negative_rung_timeout_is_one_line_from_the_shell(scenario, tmp_path):

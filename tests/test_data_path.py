@@ -59,6 +59,26 @@ def test_both_loaders_give_the_same_batches(dataset):
         asynchronous.close()
 
 
+@pytest.mark.parametrize("kind", ["torch", "memory"])
+def test_more_loader_workers_than_cpus_is_one_line_of_ours_not_torchs_two_warnings(dataset, kind, capsys, monkeypatch):
+    """On a 2-core machine a rung of 4 workers printed torch's over-subscription warning twice (when the DataLoader
+    is made and when it is iterated); the workers are kept (they are what the rung measures) and said once."""
+    import os
+    import warnings
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})  # one usable CPU, for torch's check and ours
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        source = feed(dataset, kind, workers=2)
+        try:
+            source.fetch(0)
+        finally:
+            source.close()
+    assert not [w for w in caught if "worker" in str(w.message)], [str(w.message) for w in caught]
+    out = capsys.readouterr().out
+    assert out.count("loader: 2 worker processes share 1 usable CPUs (kept: they are part of what is measured)") == 1
+
+
 def test_memory_loader_gives_the_same_batches_as_the_per_sample_loader(dataset, capsys):
     """Frames decoded once into memory, then gathered per batch: the very batches of the community loader."""
     sync, memory = feed(dataset, "torch"), feed(dataset, "memory", workers=2)

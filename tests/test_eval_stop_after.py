@@ -43,7 +43,7 @@ def _continue_argv(stdout: str) -> list[str]:
 def test_a_stopped_suite_continues_with_resume_and_keeps_every_parts_throughput(tmp_path, capsys):
     out = tmp_path / "eval.json"
     # One worker, a limit already past after the first hand-out: each run finishes exactly one episode.
-    argv = ["eval", "--suite", "libero_goal", "--tasks", "1", "--trials", "3", "--policy", "noop", "--workers", "1"]
+    argv = ["eval", "--suite", "libero_goal", "--tasks", "1", "--trials", "3", "--policy", "noop", "--sim-workers", "1"]
     argv += ["--max-steps", "5", "--assets", _assets(), "--stop-after", "0.001", "--out", str(out)]
 
     assert main(argv) == 0

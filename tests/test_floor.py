@@ -266,6 +266,34 @@ def test_a_floor_measured_apart_serves_only_one_process_ladders_of_its_workload(
     assert "floor" not in ladder  # the results given are not changed
 
 
+def test_a_floor_is_not_reused_for_a_ladder_of_another_prompt_padding_or_state():
+    """The floor's key is every workload key but the documented ones that shape no GEMM: a ladder whose state is
+    padded otherwise (a longer prompt) or left out keeps no floor; a file older than those fields ran at their
+    defaults; the steps, seed, learning rate and dataset do not change the floor's shapes."""
+    from harness.ladder.floor import FLOOR_NOT_COMPARED, FLOOR_WORKLOAD, attach_floors
+    from harness.scenario import Workload
+
+    assert set(FLOOR_WORKLOAD) == set(Workload.record_keys()) - set(FLOOR_NOT_COMPARED)
+    assert {"state_pad", "robot_state"} <= set(FLOOR_WORKLOAD)
+    w = {"model": "pi05", "model_size": "full", "batch_size": 32, "dtype": "bf16", "state_pad": 32, "robot_state": True}
+
+    def res(workload, kind=None):
+        floor = {"floor": {"dtype": "bf16", "totals": {"bf16": {"samples_per_s": 100.0}}}} if kind else {}
+        head = {"scenario": {"name": "s"}, "target": {"name": "h200"}, "provenance": {"created_at": "t1"}}
+        return {**head, "workload": workload, **({"kind": kind} if kind else {}), **floor}
+
+    older = {k: v for k, v in w.items() if k not in ("state_pad", "robot_state")}
+    ladders = {
+        "same": w,
+        "older": older,
+        "steps, seed, lr, dataset": {**w, "timed_steps": 100, "seed": 3, "lr": 1e-4, "data": {"dataset": "d"}},
+        "state_pad": {**w, "state_pad": 8},
+        "robot_state": {**w, "robot_state": False},
+    }
+    attached = dict(attach_floors([*((n, res(x)) for n, x in ladders.items()), ("f", res(w, "floor"))]))
+    assert [n for n in ladders if "floor" in attached[n]] == ["same", "older", "steps, seed, lr, dataset"]
+
+
 def test_device_gaps_split_idle_time_by_size_and_name_the_kernels_around_the_largest():
     """Kernels overlapping on two streams count once in the busy time; the gaps between the kernels' union fall
     into the size classes, per step; the largest gaps name the kernels on either side."""

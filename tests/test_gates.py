@@ -1,5 +1,6 @@
 """Regression gates: the rules on hand-made results, the CLI contract, and A/A and slowed-down real CPU runs."""
 
+import dataclasses
 import json
 import os
 import statistics
@@ -13,7 +14,17 @@ from machine_load import cpu_hog
 from harness.cli import main
 from harness.errors import InputError
 from harness.judge.gate_power import simulate, slower_tail
-from harness.judge.gates import FAIL, INCONCLUSIVE, NOT_GATED, PASS, Limits, gate, record_baseline
+from harness.judge.gates import (
+    FAIL,
+    INCONCLUSIVE,
+    NOT_GATED,
+    PASS,
+    WORKLOAD_KEYS,
+    WORKLOAD_NOT_COMPARED,
+    Limits,
+    gate,
+    record_baseline,
+)
 from harness.ladder.runner import run_scenario
 from harness.machine.hardware import get_target
 from harness.machine.probe import whole_probe_rate
@@ -238,6 +249,96 @@ def test_warnings_for_different_hardware_software_and_options():
     assert "torch 2.11.0 -> 2.13.0" in text and "batch_size 2 -> 4" in text
     assert "rung a: options differ from the baseline's (x)" in text
     assert report.text().count("WARNING:") == len(report.warnings) == 4
+
+
+def test_the_compared_workload_keys_are_the_dataclass_fields_but_the_documented_exclusions():
+    """Every key of a result's `workload` block is compared unless gates.py says why not, so a field added to the
+    workload is compared without anyone remembering to list it."""
+    from harness.scenario import Workload, workload_keys
+
+    assert set(WORKLOAD_KEYS) == set(Workload.record_keys()) - set(WORKLOAD_NOT_COMPARED)
+    assert {"lr", "state_pad", "robot_state", "data", "model"} <= set(WORKLOAD_KEYS)
+    assert list(Workload(batch_size=1).record("pi05", 1.0)) == list(Workload.record_keys())  # the block as written
+
+    @dataclasses.dataclass(frozen=True)
+    class Grown(Workload):
+        new_field: int = 0
+
+    assert "new_field" in workload_keys(WORKLOAD_NOT_COMPARED, Grown)
+    with pytest.raises(ValueError, match="gone"):  # an exclusion outliving its field is caught, not kept
+        workload_keys({"gone": "a field removed since"})
+
+
+REAL = ROOT / "results" / "h200" / "pi05-beyond.json"  # a ladder as `vlabench run` wrote it (synthetic data)
+
+
+@pytest.mark.parametrize(
+    "change, warning",
+    [
+        ({"state_pad": 8}, "state_pad {state_pad} -> 8"),
+        ({"robot_state": False}, "robot_state {robot_state} -> False"),
+        ({"lr": 1e-4}, "lr {lr} -> 0.0001"),
+        ({"data": {"dataset": "/data/other", "make": None}}, "data {data} -> dataset /data/other"),
+    ],
+)
+def test_a_changed_prompt_padding_state_lr_or_dataset_is_a_different_workload(change, warning, tmp_path, capsys):
+    base = json.loads(REAL.read_text())
+    current = write(tmp_path, "current.json", {**base, "workload": {**base["workload"], **change}})
+    main(["gate", current, "--baseline", str(REAL)])
+    out = capsys.readouterr().out
+    assert "WARNING: different workload: " + warning.format(**base["workload"]) in out, out
+    assert out.count("different workload") == 1
+    main(["gate", str(REAL), "--baseline", str(REAL)])
+    assert "different workload" not in capsys.readouterr().out
+
+
+def test_a_field_an_older_result_lacks_compares_at_its_default(tmp_path, capsys):
+    """A file written before `state_pad`, `robot_state` and `data` existed ran with their defaults; two datasets
+    differ by the keys of `data` that differ."""
+    base = json.loads(REAL.read_text())
+    older = {k: v for k, v in base["workload"].items() if k not in ("state_pad", "robot_state", "data")}
+    old = write(tmp_path, "old.json", {**base, "workload": older})
+    main(["gate", str(REAL), "--baseline", old])
+    assert "different workload" not in capsys.readouterr().out
+    data = {"dataset": "/data/a", "cameras": ["image"], "tokenizer": None, "shuffle": True}  # an older file: no `make`
+    a = write(tmp_path, "a.json", {**base, "workload": {**base["workload"], "data": data}})
+    b = write(tmp_path, "b.json", {**base, "workload": {**base["workload"], "data": {**data, "make": None}}})
+    main(["gate", b, "--baseline", a])
+    assert "different workload" not in capsys.readouterr().out
+    c = write(tmp_path, "c.json", {**base, "workload": {**base["workload"], "data": {**data, "tokenizer": "bytes"}}})
+    main(["gate", c, "--baseline", a])
+    assert "WARNING: different workload: data.tokenizer None -> bytes" in capsys.readouterr().out
+
+
+WORKLOAD_SCENARIO = """
+name: gate-workload
+model: pi05
+workload: {batch_size: 2, cameras: 2, text_tokens: 16, action_horizon: 4, warmup_steps: 1, timed_steps: 3, seed: 0,
+           dtype: fp32}
+ladder:
+  - {name: community, options: {camera_slots: 3, recompute: nested-full}, loader: {workers: 0}}
+targets:
+  cpu: {model_size: tiny}
+"""
+
+
+@pytest.mark.slow
+def test_real_runs_with_another_prompt_padding_and_dataset_gate_as_a_different_workload(tmp_path, capsys):
+    """`vlabench run` on synthetic batches, then with the state padded to 8 values and `--dataset`: the gate says
+    both differ (before, neither was compared)."""
+    (tmp_path / "s.yaml").write_text(WORKLOAD_SCENARIO)
+    (tmp_path / "s8.yaml").write_text(WORKLOAD_SCENARIO.replace("seed: 0,", "seed: 0, state_pad: 8,"))
+    dataset = str(tmp_path / "ds")
+    assert main(["make-dataset", "--source", "synthetic", "--episodes", "2", "--out", dataset]) == 0
+    flags = ["--target", "cpu", "--repeats", "1", "--out"]
+    assert main(["run", str(tmp_path / "s.yaml"), *flags, str(tmp_path / "a.json")]) == 0
+    assert main(["run", str(tmp_path / "s8.yaml"), *flags, str(tmp_path / "b.json"), "--dataset", dataset]) == 0
+    capsys.readouterr()
+    main(["gate", str(tmp_path / "b.json"), "--baseline", str(tmp_path / "a.json")])
+    assert (
+        f"WARNING: different workload: state_pad 32 -> 8, data synthetic -> dataset {dataset}"
+        in capsys.readouterr().out
+    )
 
 
 def rates(**suites):

@@ -11,6 +11,7 @@ from harness.machine.hardware import get_target
 from harness.results import load_result
 from harness.scenario import load_scenario
 from harness.spec import scenario_spec
+from harness.stats.batch_sizes import BatchSizes
 
 SCENARIO = """
 name: runner-test
@@ -108,6 +109,22 @@ def test_loss_parity_values():
     p = loss_parity([1.0, 2.1], [1.0, 2.0], 0.02, "")
     assert not p["pass"] and p["max_rel_diff"] == pytest.approx(0.05)
     assert not loss_parity([1.0], [1.0, 2.0], 0.02, "")["pass"]
+
+
+def test_batch_sizes_are_derived_once_from_the_micro_batch(tmp_path):
+    """The command line's batch is per optimizer step; the spec's workload holds the micro-batch it splits into,
+    and BatchSizes names each size; a result file's are read back the same way (ladder: nproc, training:
+    grad_accum)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    spec = scenario_spec(load_scenario(path), get_target("cpu"), batch_size=12, grad_accum=4)
+    assert spec.workload.batch_size == 3 and spec.workload_record()["batch_size"] == 3
+    assert spec.batches() == BatchSizes(micro=3, per_step=12, global_=12)
+    assert spec.batches(nproc=2) == BatchSizes(micro=3, per_step=12, global_=24)
+    ddp = load_result(Path(__file__).resolve().parent.parent / "results" / "h200" / "gr00t-loongforge-ddp2.json")
+    assert BatchSizes.of_result(ddp) == BatchSizes(16, 16, 32)
+    train = {"workload": {"batch_size": 32}, "train": {"grad_accum": 8, "batch_per_step": 256}}
+    assert BatchSizes.of_result(train) == BatchSizes(32, 256, 256)
 
 
 @pytest.mark.parametrize(

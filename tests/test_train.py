@@ -25,7 +25,7 @@ targets:
   cpu: {compile_backend: aot_eager}
 """
 # a short schedule (openpi's warms up for 10,000 steps): these runs must learn in a few hundred
-FAST = ["--target", "cpu", "--workers", "0", "--warmup-steps", "20", "--peak-lr", "1e-3"]
+FAST = ["--target", "cpu", "--loader-workers", "0", "--warmup-steps", "20", "--peak-lr", "1e-3"]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_train_then_evaluate_the_checkpoint_in_libero_then_gate_it(tmp_path, cap
     assert main(make) == 0
     scenario = str(REPO / "scenarios" / "pi05-loongforge.yaml")
     argv = ["train", scenario, "--rung", "community", "--dataset", str(data), "--steps", "4", "--out", str(out)]
-    assert main([*argv, "--target", "cpu", "--workers", "0"]) == 0
+    assert main([*argv, "--target", "cpu", "--loader-workers", "0"]) == 0
     checkpoint = out / "checkpoints" / "step-00000004"
     assert (checkpoint / "model.safetensors").exists() and (checkpoint / "normalizer.safetensors").exists()
     ev = ["eval", "--suite", "libero_spatial", "--tasks", "0", "--trials", "2", "--policy", "pi05"]

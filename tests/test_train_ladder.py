@@ -20,7 +20,7 @@ def _smoke(out: Path, *extra: str) -> list[str]:
     """The CPU smoke of the real scenario: 4 steps per rung, one task, two trials of 10 steps."""
     return [
         "train-ladder", str(SCENARIO), "--target", "cpu", "--steps", "4", "--trials", "2", "--tasks", "0",
-        "--eval-workers", "1", "--max-steps", "10", "--device", "cpu", "--workers", "0", "--out", str(out), *extra,
+        "--sim-workers", "1", "--max-steps", "10", "--device", "cpu", "--loader-workers", "0", "--out", str(out), *extra,
     ]  # fmt: skip
 
 

@@ -53,7 +53,8 @@ def test_eval_policy_reproduces_the_training_models_predictions_on_training_fram
     # 256x256 frames, as LIBERO renders and the demonstrations store them (the evaluation resizes them to 224)
     assert main(["make-dataset", "--source", "synthetic", "--episodes", "1", "--out", str(data)]) == 0
     train = ["train", str(scenario), "--rung", "community", "--dataset", str(data), "--steps", "60", "--out", str(out)]
-    fast = ["--target", "cpu", "--workers", "0", "--warmup-steps", "5", "--peak-lr", "3e-3", "--ema-decay", "0.9"]
+    fast = ["--target", "cpu", "--loader-workers", "0", "--warmup-steps", "5", "--peak-lr", "3e-3"]
+    fast += ["--ema-decay", "0.9"]
     fast += ["--tokenizer", tokenizer]
     assert main([*train, *fast]) == 0
     checkpoint = out / "checkpoints" / "step-00000060"

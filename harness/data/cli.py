@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from ..arguments import renamed_flag
 from .errors import DatasetError
 
 SOURCES = ("synthetic", "libero")
@@ -33,7 +34,15 @@ def add_make_dataset_arguments(p) -> None:
     p.add_argument("--policy", default="expert", help="libero: the policy that demonstrates (default: expert)")
     p.add_argument("--suite", default="libero_spatial", help="libero: the suite (default libero_spatial)")
     p.add_argument("--tasks", help="libero: task indices, comma-separated (default: every task the policy covers)")
-    p.add_argument("--workers", type=int, default=1, help="libero: env worker processes (default 1)")
+    renamed_flag(
+        p,
+        "--sim-workers",
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="libero: simulator worker processes (default 1)",
+    )
     p.add_argument(
         "--first-trial",
         type=int,
@@ -112,7 +121,7 @@ def cmd_make_dataset(args) -> int:
             args.suite,
             tasks,
             args.episodes,
-            args.workers,
+            args.sim_workers,
             args.assets,
             args.seed,
             progress=lambda line: print(line, flush=True),

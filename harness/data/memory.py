@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Iterator
 
 import torch
-from torch.utils.data import DataLoader
 
 from models.processing import stack_frames
+
+from .worker_loader import started_loader
 
 ROWS_PER_READ = 128  # contiguous rows per decode task: one seek, then the decoder runs forward
 ROWS_PER_PREPARE = 1024  # rows collated (and their row fields derived) at once by RowsInMemory
@@ -31,12 +32,8 @@ class FramesInMemory:
         first = dataset[0]
         shape = (n, len(cameras), *torch.as_tensor(first[cameras[0]]).shape)
         self.frames = torch.empty(shape, dtype=torch.uint8, device=device)
-        reads = DataLoader(
-            dataset,
-            batch_size=ROWS_PER_READ,
-            shuffle=False,
-            num_workers=workers,
-            collate_fn=partial(stack_frames, cameras=cameras),
+        _, reads = started_loader(
+            dataset, workers, batch_size=ROWS_PER_READ, shuffle=False, collate_fn=partial(stack_frames, cameras=cameras)
         )
         done, every = 0, max(1, n // 10)
         for chunk in reads:  # in order: chunk k holds rows [k * ROWS_PER_READ, ...)

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import Sampler
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, Bounds, SchemaError, describe
 from models.workload import Workload
 
 from .lerobot_format import LIBERO_CAMERAS
+from .worker_loader import started_loader
 
 # synthetic: batches made up front on the device from the seed (no data path); torch, async, memory: see above
 LoaderKind = Literal["synthetic", "torch", "async", "memory"]
@@ -257,18 +258,18 @@ class BatchSource:
             if in_workers:
                 collate = WorkerPreprocess(collate, prepare, host_finish or _unchanged, seed, batch_size)
                 self.prepare = None  # done in the workers
-            self.loader = DataLoader(
+            # the worker processes start now, in this thread (fork before threads)
+            self.loader, self._raw = started_loader(
                 dataset,
+                workers,
                 batch_size=batch_size,
                 sampler=sampler,
-                num_workers=workers,
                 collate_fn=collate,
                 drop_last=True,
                 pin_memory=options.pin_memory and self.device.type == "cuda" and options.kind == "torch",
                 prefetch_factor=options.prefetch_factor if workers else None,
                 persistent_workers=workers > 0,
             )
-            self._raw = iter(self.loader)  # starts the worker processes now, in this thread (fork before threads)
         self.index = start
         # host seconds of the family's preprocessing per batch (in the step, or in the level-2 thread, where it
         # holds the GIL that the training thread's kernel launches also need)

@@ -20,6 +20,7 @@ import models
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from .. import kinds
+from ..arguments import renamed_flag
 from ..errors import InputError, UsageError, describe
 from ..machine.utilisation import UtilisationSampler
 from ..outputs import at_least, check_out_file, positive_seconds
@@ -438,8 +439,8 @@ def _add_subject_arguments(p) -> None:
 
 def _add_run_control_arguments(p) -> None:
     """How the run proceeds: its workers, its result file, resuming and stopping early."""
-    p.add_argument("--workers", type=int, help="environment worker processes (default 1); with --ray, the most "
-                   "episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
+    renamed_flag(p, "--sim-workers", "--workers", type=int, metavar="N", help="simulator worker processes (default 1); "
+                 "with --ray, the most episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
     p.add_argument(
         "--ray",
         metavar="ADDRESS",
@@ -524,9 +525,9 @@ def config_from_args(args) -> EvalConfig:
     pick = lambda arg, key, default: arg if arg is not None else settings.get(key, default)  # noqa: E731
     trials = pick(args.trials, "trials", TRIALS)
     # With --ray, the eval block's workers (local processes) give way to the cluster's CPUs.
-    workers = args.workers if args.ray else pick(args.workers, "workers", 1)
+    workers = args.sim_workers if args.ray else pick(args.sim_workers, "workers", 1)
     at_least("--trials", trials, 1, "a positive number of episodes per task")
-    at_least("--workers", workers, 1, "a positive number of worker processes")
+    at_least("--sim-workers", workers, 1, "a positive number of worker processes")
     at_least("--first-trial", args.first_trial, 0, "a non-negative state index")
     at_least("--seed", args.seed, 0, "a non-negative seed")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")

@@ -31,6 +31,7 @@ from ..errors import InputError, UsageError
 from ..ladder.processes import run_group, signals_as_interrupt
 from ..outputs import check_new_files, check_out_dir
 from ..results import ResultError, _write_atomic, load_result
+from ..stats.batch_sizes import BatchSizes
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
 SCHEMA = "vlabench.ab/1"
@@ -120,9 +121,8 @@ class Run:
         return found or {"status": "missing", "reason": "not in the result file"}
 
     def rate(self, name: str) -> float:
-        """Samples/s over the whole run: samples per step (batch per process x processes) over all step times."""
-        samples = self.result["workload"]["batch_size"] * self.result.get("nproc", 1)
-        return whole_rate(self.rung(name)["step_times_s"], samples)
+        """Samples/s over the whole run: the global batch over all step times."""
+        return whole_rate(self.rung(name)["step_times_s"], BatchSizes.of_result(self.result).global_)
 
     def as_dict(self) -> dict:
         return {

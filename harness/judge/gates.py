@@ -29,6 +29,8 @@ from ..errors import InputError
 from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
 from ..results import load_result, write_text_atomic
+from ..scenario import recorded_workload, workload_keys
+from ..stats.batch_sizes import BatchSizes
 from ..stats.repeats import ok_repeats
 from ..stats.spread import (
     SLOWER,
@@ -53,19 +55,15 @@ UNFIT_SLOWDOWN = 0.20
 # two single runs of a rung that records none (a rung with repeats records its own `process_spread`), by backend:
 # docs/gates.md says where each figure was measured.
 DEFAULT_PROCESS_SPREAD = {"cpu": 0.05, "cuda": 0.03, "npu": 0.03}
-WORKLOAD_KEYS = (
-    "model",
-    "model_size",
-    "batch_size",
-    "dtype",
-    "cameras",
-    "text_tokens",
-    "action_horizon",
-    "warmup_steps",
-    "timed_steps",
-    "seed",
-    "compile_backend",
-)
+# The keys of a result's `workload` block that do not make two results measure different things, each with why;
+# every other key, a field added to the workload included, is compared and a difference is a warning. The warm-up
+# and timed steps stay compared: nothing else in the gate looks at them, and another warm-up moves compile and
+# autotuning work into or out of the timed steps.
+WORKLOAD_NOT_COMPARED = {
+    "flops_per_sample": "derived from the other keys by the family's FLOP count: a new count changes MFU, not what is "
+    "timed, and a changed shape shows as its own key",
+}
+WORKLOAD_KEYS = workload_keys(WORKLOAD_NOT_COMPARED)
 
 
 @dataclass(frozen=True)
@@ -292,6 +290,20 @@ def gate_train_ladders(
     return report
 
 
+def _changes(key: str, before, after) -> list[str]:
+    """`key before -> after`, or one such line per differing key of two mappings (`data.dataset a -> b`)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        keys = dict.fromkeys([*before, *after])
+        return [line for k in keys for line in _changes(f"{key}.{k}", before.get(k), after.get(k))]
+    return [] if before == after else [f"{key} {_value_text(before)} -> {_value_text(after)}"]
+
+
+def _value_text(value) -> str:
+    if isinstance(value, dict) and "dataset" in value:  # a workload's `data`: the dataset it reads
+        return f"dataset {value['dataset']}"
+    return str(value)
+
+
 def _loss(value) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -313,8 +325,8 @@ def _provenance_warnings(current: dict, baseline: dict) -> list[str]:
     software = [f"{k} {bp.get(k)} -> {cp.get(k)}" for k in SOFTWARE_KEYS if bp.get(k) != cp.get(k)]
     if software:
         warnings.append("different software: " + ", ".join(software))
-    cw, bw = current["workload"], baseline["workload"]
-    workload = [f"{k} {bw.get(k)} -> {cw.get(k)}" for k in WORKLOAD_KEYS if bw.get(k) != cw.get(k)]
+    cw, bw = recorded_workload(current["workload"]), recorded_workload(baseline["workload"])
+    workload = [change for k in WORKLOAD_KEYS for change in _changes(k, bw.get(k), cw.get(k))]
     if baseline.get("nproc", 1) != current.get("nproc", 1):
         workload.append(f"processes per rung {baseline.get('nproc', 1)} -> {current.get('nproc', 1)}")
     if workload:
@@ -372,18 +384,12 @@ def _rung_checks(
             if (base.get("options") or {}).get(k) != (cur.get("options") or {}).get(k)
         )
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
+    base_batch, cur_batch = BatchSizes.of_result(baseline).global_, BatchSizes.of_result(current).global_
     return [
-        _throughput_check(
-            name, base, cur, global_batch(baseline), global_batch(current), limits, process_spread(base, cur, baseline)
-        ),
+        _throughput_check(name, base, cur, base_batch, cur_batch, limits, process_spread(base, cur, baseline)),
         _memory_check(name, base, cur, limits),
         _parity_check(name, base, cur),
     ]
-
-
-def global_batch(result: dict) -> int:
-    """Samples per step: the per-process batch times the processes per rung (torchrun)."""
-    return result["workload"]["batch_size"] * result.get("nproc", 1)
 
 
 def _throughput_check(

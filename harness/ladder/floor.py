@@ -13,6 +13,7 @@ launch gaps, which a perfect implementation would fuse or hide. So the floor is 
 from __future__ import annotations
 
 import contextlib
+import json
 import statistics
 from collections.abc import Callable
 
@@ -24,6 +25,7 @@ from models.fp8 import ALIGNMENT, MIN_FEATURES
 from models.workload import Workload
 
 from .. import kinds
+from ..scenario import recorded_workload, workload_keys
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
 GRAPH_LAUNCHES = 20  # GEMM calls per timed CUDA graph replay
@@ -247,8 +249,19 @@ def floor_share(rung: dict, floor: dict | None, fp8_linears: bool) -> float | No
     return rung["samples_per_s"] / totals["fp8" if fp8 else floor["dtype"]]["samples_per_s"]
 
 
-# the workload fields that shape a step's GEMMs and attention calls: a floor stands for a ladder that shares them
-FLOOR_WORKLOAD = ("model", "model_size", "batch_size", "cameras", "text_tokens", "action_horizon", "dtype")
+# A floor stands for the ladders of its scenario and target whose `workload` block has the same values at every key
+# but these, which do not shape the step's GEMMs and attention calls (each with why); a field added to the workload
+# keeps a floor from ladders that differ in it until it is listed here.
+FLOOR_NOT_COMPARED = {
+    "warmup_steps": "the floor times each shape its own REPEATS times, not the workload's steps",
+    "timed_steps": "the floor times each shape its own REPEATS times, not the workload's steps",
+    "seed": "the floor's operands are random: their values do not change a GEMM's time",
+    "lr": "the optimizer's update is not in the floor (GEMMs and attention only)",
+    "compile_backend": "the floor calls torch.mm and the attention kernels directly, never compiled code",
+    "data": "where batches come from: the family's floor_ops reads the shapes from the model's workload, which has none",
+    "flops_per_sample": "derived from the other keys by the family's FLOP count",
+}
+FLOOR_WORKLOAD = workload_keys(FLOOR_NOT_COMPARED)
 
 
 def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
@@ -260,9 +273,10 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
         key=lambda x: x[1]["provenance"]["created_at"],
     )
 
-    def key(result: dict) -> tuple:
-        w = result.get("workload") or {}
-        return (result["scenario"]["name"], result["target"]["name"], *(w.get(k) for k in FLOOR_WORKLOAD))
+    def key(result: dict) -> str:
+        w = recorded_workload(result.get("workload") or {})
+        same = [result["scenario"]["name"], result["target"]["name"], *(w.get(k) for k in FLOOR_WORKLOAD)]
+        return json.dumps(same, sort_keys=True)  # a field of any JSON value makes a key
 
     newest = {key(r): {**r["floor"], "from": p} for p, r in floors}
     out = []
@@ -277,8 +291,6 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
 def main(argv: list[str]) -> int:
     """`python -m harness.ladder.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
     the GPU), SPEC a harness.spec.RungSpec: model, backend, workload and whether the device has FP8."""
-    import json
-
     from models import get_family
 
     from ..machine.hardware import get_device

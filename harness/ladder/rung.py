@@ -134,9 +134,8 @@ def dataset_feed(
 
 
 def synthetic_feed(spec: RungSpec, family: ModelFamily, device: Device, steps: int, ctx) -> SyntheticFeed:
-    """`steps` synthetic batches: every rank draws the same global batches (batch_size per device x world size)
-    and keeps its shard."""
-    workload = dataclasses.replace(spec.workload, batch_size=spec.workload.batch_size * ctx.world_size)
+    """`steps` synthetic batches: every rank draws the same global batches and keeps its shard."""
+    workload = dataclasses.replace(spec.workload, batch_size=spec.batches(ctx.world_size).global_)
     dtype = TORCH_DTYPES[workload.dtype]
     batches = family.make_batches(workload.model_size, workload, steps, device.torch_device, dtype, workload.seed)
     return SyntheticFeed([shard(b, ctx) for b in batches])
@@ -339,7 +338,7 @@ def measure(spec: RungSpec) -> dict:
         timed, distributed = combine_ranks(setup, workload, timed, ctx)
     record_data = data_wait(timed.waits, timed.step_times, setup.feed)
     setup.feed.close()
-    stats = summarize_steps(timed.step_times, workload.batch_size * ctx.world_size)
+    stats = summarize_steps(timed.step_times, spec.batches(ctx.world_size).global_)
     flops = setup.family.flops_per_sample(workload.model_size, workload)
     return {
         **stats,

@@ -262,7 +262,7 @@ def result_header(scenario: Scenario, target: Target, workload: dict, caps: froz
         },
         "provenance": {**provenance(plan.command, plan.commit), "run_id": uuid.uuid4().hex[:12]},
         "workload": workload,
-        # processes per rung (torchrun); workload.batch_size is per process, the global batch is the product
+        # processes per rung (torchrun): workload.batch_size is each one's, a step trains all (BatchSizes.global_)
         "nproc": plan.nproc,
         "torchrun_args": list(plan.torchrun_args or []),
         **({"repeats": plan.repeats} if plan.repeats > 1 else {}),
@@ -336,7 +336,7 @@ class _Run:
         keys = ("name", "options", "rung_options", "loader_options", "substituted")
         shared = {k: repeats[0][k] for k in keys if k in repeats[0]}
         per_repeat = [{k: v for k, v in r.items() if k not in keys} for r in repeats]
-        return {**shared, **combine(per_repeat, self.workload.batch_size * self.plan.nproc)}
+        return {**shared, **combine(per_repeat, self.spec.batches(self.plan.nproc).global_)}
 
     def kept_or_new(self, new: dict) -> dict:
         """The record to keep for a rung just measured: --append replaces an ok rung of the earlier part only with

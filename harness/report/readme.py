@@ -239,7 +239,7 @@ def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
         "initial states, 50 in a full run), beside the published Pi0.5 rates. The scripted expert reads the simulator's object poses:",
         "it is the success-rate gate's reference policy, not a learned one. The published Pi0.5 rates need the",
         "trained weights, which cannot be downloaded here: not measured. Given the weights, "
-        "`vlabench eval --suite libero_spatial --policy pi05 --checkpoint PATH --workers 16` measures them.",
+        "`vlabench eval --suite libero_spatial --policy pi05 --checkpoint PATH --sim-workers 16` measures them.",
         "",
         "| suite | measured here | " + " | ".join(f"published: {label} Pi0.5" for label in labels) + " |",
         "|---|---|" + "---|" * len(labels),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from .batch_sizes import BatchSizes
 from .parity import recomputed_parity
 from .rates import success_rates
 from .timing import summarize_steps
@@ -79,11 +80,10 @@ def _check_parity(rungs: list[dict]) -> None:
 
 
 def _samples_per_step(data: dict) -> int:
-    """The global batch: the per-process batch times the processes per rung (harness/judge/gates.py global_batch)."""
-    batch = data["workload"].get("batch_size")
-    if batch is None:
+    """The global batch (harness/stats/batch_sizes.py)."""
+    if data["workload"].get("batch_size") is None:
         raise Mismatch("workload.batch_size", "a batch size (the file has ok rungs)", "nothing")
-    return batch * data.get("nproc", 1)
+    return BatchSizes.of_result(data).global_
 
 
 def _check_steps(record: dict, samples: int, key: str, median: bool = True) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import kinds
+from ..arguments import renamed_flag
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
 from .recipe import OPENPI_PI05_LIBERO, Recipe
@@ -31,7 +32,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--tokenizer", help="SentencePiece tokenizer.model, 'bytes' or 'pieces' (hashed word pieces, "
                    "about a SentencePiece vocabulary's token count; default: bytes for a model without PaliGemma's "
                    "vocabulary, else the tokenizer.model of --init)")  # fmt: skip
-    p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers (default: the rung's loader option)")
+    renamed_flag(p, "--loader-workers", "--workers", type=int, metavar="N",
+                 help="DataLoader worker processes (default: the rung's loader option)")  # fmt: skip
     p.add_argument("--loader", choices=("torch", "async", "memory"), help="the data path (default: the rung's; "
                    "memory: every frame decoded once and held on the device, docs/data.md)")  # fmt: skip
     p.add_argument("--prepared-rows", action="store_true", help="with --loader memory: every row's fields and "
@@ -92,7 +94,7 @@ def plan_from_args(args):
     workload_flag("--batch-size", "batch_size", args.batch_size)
     at_least("--checkpoint-every", args.checkpoint_every, 1, "a positive number of steps")
     at_least("--keep-checkpoints", args.keep_checkpoints, 1, "at least one checkpoint")
-    at_least("--workers", args.workers, 0, "a non-negative number of workers")
+    at_least("--loader-workers", args.loader_workers, 0, "a non-negative number of workers")
     at_least("--grad-accum", args.grad_accum, 1, "a positive number of micro-batches")
     at_least("--log-every", args.log_every, 1, "a positive number of steps")
     workload_flag("--seed", "seed", args.seed)
@@ -128,7 +130,7 @@ def plan_from_args(args):
         resume=args.resume,
         init=args.init,
         tokenizer=args.tokenizer,
-        workers=args.workers,
+        workers=args.loader_workers,
         loader=_loader_flags(args),
         log_every=args.log_every,
         seed=args.seed,

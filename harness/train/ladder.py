@@ -74,7 +74,7 @@ class LadderPlan:
     device: str | None = None
     ray: str | None = None  # the Ray cluster the rungs are evaluated on (harness/eval/ray_pool.py); None: locally
     max_steps: int | None = None  # replaces the suites' step limits: smoke runs, not the protocol
-    workers: int | None = None  # DataLoader workers of every rung (the block's, or --workers)
+    workers: int | None = None  # DataLoader workers of every rung (the block's, or --loader-workers)
     seed: int = 0  # every rung's training seed (the workload's, or --seed); with --seeds, the first
     # --seeds N: every rung trains with each of these seeds, each seed's runs in OUT/seed-<S>/<rung>/ (empty: one
     # seed, `seed`, its runs in OUT/<rung>/ as before --seeds)

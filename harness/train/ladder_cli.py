@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..arguments import renamed_flag
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
 from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
@@ -21,14 +22,16 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--steps", type=int, metavar="N", help="optimizer steps per rung (default: train.steps)")
     p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
     p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
-    p.add_argument("--eval-workers", type=int, metavar="N", help="env workers (default: the eval block's); with "
-                   "--ray, the most episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
+    renamed_flag(p, "--sim-workers", "--eval-workers", type=int, metavar="N",
+                 help="simulator worker processes of the evaluation (default: the eval block's); with --ray, the most "
+                 "episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
     p.add_argument("--ray", metavar="ADDRESS", help="evaluate every rung on the Ray cluster at ADDRESS (host:port, or "
                    "auto) instead of local worker processes; needs vlabench[ray] (docs/training.md)")  # fmt: skip
     p.add_argument("--assets", help="LIBERO assets folder or archive (default $VLABENCH_LIBERO_ASSETS)")
     p.add_argument("--device", help="policy device in the evaluation (default cuda if available, else cpu)")
     p.add_argument("--max-steps", type=int, help="replace the suites' step limits (smoke runs; not the protocol)")
-    p.add_argument("--workers", type=int, metavar="N", help="DataLoader workers of every rung (default: train.workers)")
+    renamed_flag(p, "--loader-workers", "--workers", type=int, metavar="N",
+                 help="DataLoader worker processes of every rung (default: train.workers)")  # fmt: skip
     p.add_argument("--seed", type=int, metavar="N", help="every rung's training seed (initial weights, sample order, "
                    "the steps' draws; default: the workload's): a repeat of the ladder with another seed measures how "
                    "far training runs alone spread in success (the evaluation's initial states stay the same)")  # fmt: skip
@@ -48,7 +51,7 @@ def _eval_settings(scenario, args) -> dict:
         "tasks": tasks,
         "trials": args.trials or settings.get("trials", TRIALS),
         # with --ray, the eval block's workers (local processes) give way to the cluster's CPUs
-        "workers": args.eval_workers if args.ray else args.eval_workers or settings.get("workers", 1),
+        "workers": args.sim_workers if args.ray else args.sim_workers or settings.get("workers", 1),
         "seed": settings.get("seed", SEED),
     }
     first = train_block(scenario).demonstrations_from_trial
@@ -104,10 +107,10 @@ def plan_from_args(args) -> LadderPlan:
     from ..ladder.memory_plan import check_unlisted_target
     from ..scenario import load_scenario
 
-    for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--eval-workers", args.eval_workers)):
+    for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--sim-workers", args.sim_workers)):
         at_least(flag, value, 1, "a positive number")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
-    at_least("--workers", args.workers, 0, "a non-negative number of workers")
+    at_least("--loader-workers", args.loader_workers, 0, "a non-negative number of workers")
     workload_flag("--seed", "seed", args.seed)
     at_least("--seeds", getattr(args, "seeds", None), 1, "a positive number of seeds")
     scenario = load_scenario(args.scenario)
@@ -149,7 +152,7 @@ def plan_from_args(args) -> LadderPlan:
         device=device,
         ray=args.ray,
         max_steps=args.max_steps,
-        workers=args.workers if args.workers is not None else block.workers,
+        workers=args.loader_workers if args.loader_workers is not None else block.workers,
         **_seeds(args, scenario.workload_for(target.name).seed),
     )
 

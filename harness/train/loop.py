@@ -193,7 +193,7 @@ def train_record(plan: TrainPlan, spec: RungSpec, substituted: dict, training: T
         "init": plan.init,
         "data": training.feed.describe(),
         "steps_planned": plan.steps,
-        "batch_per_step": workload.batch_size * plan.grad_accum,
+        "batch_per_step": spec.batches().per_step,
         "grad_accum": plan.grad_accum,
         "losses": earlier.get("losses", []),
         "step_times_s": earlier.get("step_times_s", []),
@@ -240,7 +240,7 @@ def run_steps(training: Training, plan: TrainPlan, spec: RungSpec, identity: dic
         _step_loop(training, plan, spec, identity, record, writer, part, sampler)
     finally:
         part["gpu_state"] = sampler.stop()
-    writer.update({"train": summarize(record, spec.workload.batch_size * spec.grad_accum)})
+    writer.update({"train": summarize(record, spec.batches().per_step)})
 
 
 def gpu_readers(device) -> dict | None:
@@ -261,7 +261,7 @@ def _step_loop(
     part: dict,
     sampler: GpuStateSampler,
 ) -> None:
-    batch, seed = spec.workload.batch_size * spec.grad_accum, spec.workload.seed
+    batch, seed = spec.batches().per_step, spec.workload.seed
     every = plan.log_every or max(1, min(100, plan.steps // 20))
     began, waits = time.perf_counter(), []
     for step in range(part["start_step"], plan.steps):
@@ -324,13 +324,13 @@ def train(plan: TrainPlan, command: list[str]) -> dict:
     record = train_record(plan, spec, substituted, training, earlier)
     writer = ResultWriter(
         Path(plan.out) / RESULT_FILE,
-        {**header, "train": summarize(record, spec.workload.batch_size * spec.grad_accum)},
+        {**header, "train": summarize(record, spec.batches().per_step)},
     )
     print_progress(describe_start(plan, spec, record, time.perf_counter() - t0))
     try:
         run_steps(training, plan, spec, identity, record, writer)
     except KeyboardInterrupt:
-        writer.update({"train": summarize(record, spec.workload.batch_size * spec.grad_accum)})
+        writer.update({"train": summarize(record, spec.batches().per_step)})
         raise
     finally:
         training.feed.close()
@@ -343,7 +343,7 @@ def describe_start(plan: TrainPlan, spec: RungSpec, record: dict, built_s: float
     return (
         f"training {plan.scenario.name}/{plan.rung} on {plan.target.name}: {w.model_size} model "
         f"({record['parameters'] / 1e6:.1f}M parameters), batch {record['batch_per_step']}"
-        + (f" ({plan.grad_accum} micro-batches of {w.batch_size})" if plan.grad_accum > 1 else "")
+        + (f" ({plan.grad_accum} micro-batches of {spec.batches().micro})" if plan.grad_accum > 1 else "")
         + f", {w.dtype}, steps "
         f"{len(record['losses'])} -> {plan.steps}, peak lr {plan.recipe.peak_lr:g} after {plan.recipe.warmup_steps} "
         f"warm-up steps, EMA {plan.recipe.ema_decay or 'off'}; built in {built_s:.1f}s{sab}"
