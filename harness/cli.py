@@ -69,7 +69,7 @@ COMMANDS = (
     ),
     (
         "record",
-        "promote a result to the recorded baseline of its scenario and target",
+        "promote a result to the recorded baseline of its scenario and target (the replaced one kept as history)",
         add_record_arguments,
         cmd_record,
     ),

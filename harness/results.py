@@ -34,6 +34,10 @@ RungStatus = Literal["ok", "oom", "error", "unsupported", "skipped"]
 RUNG_STATUSES = get_args(RungStatus)
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+# results/<target>/ holds the recorded baselines (<scenario>.json) at its top; below it, EVIDENCE/ holds the runs,
+# logs and machine notes the docs cite, and HISTORY/<scenario>/ the baselines `vlabench record` replaced
+# (results/README.md).
+EVIDENCE, HISTORY = "evidence", "history"
 
 
 class ResultError(InputError):
@@ -463,7 +467,8 @@ def load_results(paths, any_kind: bool = False) -> list[tuple[str, dict]]:
 
 
 def measured_result_files(results_dir: Path) -> list[Path]:
-    """Measured runs live in results/<target>/*.json; results/published/ holds figures from sources."""
+    """The recorded baselines: results/<target>/*.json (not the evidence/ and history/ below them);
+    results/published/ holds figures from sources."""
     return sorted(p for p in Path(results_dir).glob("*/*.json") if p.parent.name != "published")
 
 

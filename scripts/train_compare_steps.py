@@ -15,7 +15,10 @@ from pathlib import Path
 
 RESULTS = Path("results/h200")
 # {rung}-train.json of the comparisons (the memory loader, prepared rows), the newest first
-TRAINED = (RESULTS / "train-ladder-2026-12-02-compare-2554", RESULTS / "train-ladder-2026-12-02-compare")
+TRAINED = (
+    RESULTS / "evidence/train-ladder-2026-12-02-compare-2554",
+    RESULTS / "evidence/train-ladder-2026-12-02-compare",
+)
 SYNTHETIC = RESULTS / "pi05-libero-train-speed-graph.json"  # fused-adamw and whole-step-graph in one run
 MIN_STEPS = 300  # fewer teach the small policy nothing worth comparing
 TASKS = 10  # libero_spatial

@@ -16,7 +16,7 @@ from harness.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "tests/fixtures/ladder-h200.json"  # a ladder result of pi05-loongforge on h200 with 7 rungs
-TRAIN_LADDER = ROOT / "results/h200/train-ladder-2026-12-02-compare/train-ladder.json"
+TRAIN_LADDER = ROOT / "results/h200/evidence/train-ladder-2026-12-02-compare/train-ladder.json"
 
 
 def one_line_exit_2(capsys, argv, *words):
@@ -332,7 +332,7 @@ def test_every_committed_result_shows(capsys):
 
 
 def test_a_profile_shows_its_kernels_and_other_commands_refuse_it(capsys):
-    profile = ROOT / "results/h200/profiles/pi05-beyond-fp8-h200.json"
+    profile = ROOT / "results/h200/evidence/profiles/pi05-beyond-fp8-h200.json"
     assert main(["show", str(profile)]) == 0
     out = capsys.readouterr().out
     assert "profile of pi05-beyond/fp8 on h200, batch 32" in out and "calls per step" in out
@@ -341,20 +341,20 @@ def test_a_profile_shows_its_kernels_and_other_commands_refuse_it(capsys):
 
 
 def test_a_profile_with_a_busy_share_not_its_figures_is_refused(tmp_path, capsys):
-    data = json.loads((ROOT / "results/h200/profiles/pi05-beyond-fp8-h200.json").read_text())
+    data = json.loads((ROOT / "results/h200/evidence/profiles/pi05-beyond-fp8-h200.json").read_text())
     bad = write(tmp_path, "p.json", {**data, "device_busy_share": 0.5})
     assert main(["show", str(bad)]) == 2
     assert "device_busy_share: expected kernel_s / wall_s" in capsys.readouterr().err
 
 
 def test_a_data_path_profile_shows_its_rate(capsys):
-    data_path = ROOT / "results/h200/gr00t-data-path-alone/gr00t-data-only-community.json"
+    data_path = ROOT / "results/h200/evidence/gr00t-data-path-alone/gr00t-data-only-community.json"
     assert main(["show", str(data_path)]) == 0
     assert "the input pipeline alone (torch loader, 4 workers" in capsys.readouterr().out
 
 
 def test_a_result_with_an_option_that_no_longer_exists_shows_with_a_note(capsys):
-    stale = ROOT / "results/h200/repeats/pi05-beyond-2026-12-03-siglip-norm-kernels-ea39da1/pair.json"
+    stale = ROOT / "results/h200/evidence/repeats/pi05-beyond-2026-12-03-siglip-norm-kernels-ea39da1/pair.json"
     assert main(["show", str(stale)]) == 0
     assert "options no longer understood by this version (layer_norm: unknown key 'layer_norm')" in (
         " ".join(capsys.readouterr().out.split())

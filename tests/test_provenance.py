@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # provenance was rewritten after its run leaves results/ (docs/history/hand-edited-results/README.md).
 KNOWN_EXCEPTIONS = {
     "results/h200/pi05-beyond.json": "its fp8-rowwise rung (run 48ae10c6105a, commit e424882) was merged in by hand "
-    "from results/h200/repeats/pi05-beyond-2026-12-04-rowwise-call-e424882.json (commit 4989f66) without that run's "
+    "from results/h200/evidence/repeats/pi05-beyond-2026-12-04-rowwise-call-e424882.json (commit 4989f66) without that run's "
     "provenance in provenance_earlier; read by docs/results.md's generated block, scenarios/pi05-beyond.yaml "
     "(memory peaks) and tests/test_memory_plan.py",
-    "results/h200/train-ladder-2026-12-02-dart/train-ladder.json": "git_sha rewritten by hand to the commit sent "
+    "results/h200/evidence/train-ladder-2026-12-02-dart/train-ladder.json": "git_sha rewritten by hand to the commit sent "
     "(git_sha_from a session-log sentence; local_git keeps what the copy's stale .git said); read by docs/results.md's "
     "generated block (harness/report/readme.py train_ladder_files)",
 }

@@ -352,7 +352,7 @@ def test_report_plots_the_loss_curve_of_a_training_result(tmp_path):
     """`vlabench report` of a committed H200 training run: its table and a loss-per-step figure."""
     from harness.cli import main
 
-    run = ROOT / "results" / "h200" / "train-ladder-2026-12-01" / "community-train.json"
+    run = ROOT / "results" / "h200" / "evidence" / "train-ladder-2026-12-01" / "community-train.json"
     assert main(["report", str(run), "--out", str(tmp_path / "rep"), "--no-published"]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "![training loss per step](community-train-h200-loss.png)" in text and "0.0113 (last 200)" in text

@@ -20,7 +20,7 @@ from harness.results import load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "results" / "h200" / "pi05-loongforge.json"
-TRAINED = sorted((ROOT / "results" / "h200").glob("*/train-ladder.json"))[0]
+TRAINED = sorted((ROOT / "results" / "h200" / "evidence").glob("*/train-ladder.json"))[0]
 HOSTILE = "<script>alert(1)</script>"
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -51,9 +51,9 @@ def repo(tmp_path_factory):
     older = copy.deepcopy(h200)
     rec = next(r for r in older["rungs"] if r["name"] == "prune-empty-cameras")
     rec["measured"] = {**rec["measured"], "git_sha": "0ldc0mm1t" + "0" * 31, "created_at": "2026-11-20T00:00:00Z"}
-    write(root / "results" / "h200" / "repeats" / "pi05-loongforge-older.json", older)
+    write(root / "results" / "h200" / "evidence" / "repeats" / "pi05-loongforge-older.json", older)
     write(root / "results" / "h200" / "gr00t-loongforge.json", load_result(ROOT / "results/h200/gr00t-loongforge.json"))
-    write(root / "results" / "h200" / TRAINED.parent.name / "train-ladder.json", load_result(TRAINED))
+    write(root / "results" / "h200" / "evidence" / TRAINED.parent.name / "train-ladder.json", load_result(TRAINED))
     return root
 
 
@@ -122,7 +122,7 @@ def test_site_opens_in_a_headless_browser(repo, tmp_path):
     for card in ("h100", "h200"):
         assert f'<h2 id="{card}">' in dom and f'<img src="figures/pi05-loongforge-{card}-waterfall.png"' in dom
         assert f"<th>{card} % of floor</th>" in dom and f"<th>{card}: verdict (ours)</th>" in dom
-    assert "<td>0ldc0mm1t0</td>" in dom and "results/h200/repeats/pi05-loongforge-older.json" in dom  # history
+    assert "<td>0ldc0mm1t0</td>" in dom and "results/h200/evidence/repeats/pi05-loongforge-older.json" in dom  # history
     assert "<script" not in dom and "vlabench run &lt;script&gt;alert(1)&lt;/script&gt;" in dom  # escaped
     trained = browse(tmp_path, out / "trained.html", "--dump-dom")
     assert "success gate" in trained and '-loss.png"' in trained

@@ -233,10 +233,10 @@ def test_the_gate_fails_a_rung_that_learns_less(tmp_path, capsys):
 
 
 def test_the_committed_h200_sabotage_fails_both_checks_against_its_clean_run(capsys):
-    """The H200's evidence (results/h200/train-ladder-2026-12-02-sabotage/, docs/training.md): the sabotaged
+    """The H200's evidence (results/h200/evidence/train-ladder-2026-12-02-sabotage/, docs/training.md): the sabotaged
     whole-step-graph, trained and evaluated like the committed comparison's clean one, FAILs the success gate
     (3/100 against 50/100) and the convergence check (+57.7%)."""
-    h200 = REPO / "results" / "h200"
+    h200 = REPO / "results" / "h200" / "evidence"
     sabotaged = h200 / "train-ladder-2026-12-02-sabotage" / "train-ladder.json"
     clean = h200 / "train-ladder-2026-12-02-compare-2554" / "train-ladder.json"
     assert main(["gate", str(sabotaged), "--baseline", str(clean), "--rungs", "whole-step-graph"]) == 1

@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.judge.seeds import paired_drop
 
 REPO = Path(__file__).resolve().parent.parent
-COMMITTED = REPO / "results" / "h200" / "train-ladder-2026-12-02-compare-2554" / "train-ladder.json"
+COMMITTED = REPO / "results" / "h200" / "evidence" / "train-ladder-2026-12-02-compare-2554" / "train-ladder.json"
 
 
 def counts(*successes: int, trials: int = 100) -> list[tuple[int, int]]:
@@ -168,12 +168,13 @@ def test_one_result_or_another_kind_is_refused_in_one_line(tmp_path, capsys):
 
 
 def _committed_seed_groups() -> list[list[tuple[str, dict]]]:
-    """The committed train-ladder results (results/<target>/<run>/train-ladder.json) grouped by everything
+    """The committed train-ladder results (results/<target>/evidence/<run>/train-ladder.json) grouped by everything
     check_repeats asks them to share: groups whose runs differ only by seed, two seeds or more in all."""
     from harness.judge.seeds import SAME, _get, seed_runs
+    from harness.report.readme import train_ladder_files
 
     groups: dict[str, list[tuple[str, dict]]] = {}
-    for path in sorted((REPO / "results").glob("*/*/train-ladder.json")):
+    for path in train_ladder_files(REPO / "results"):
         result = json.loads(path.read_text())
         key = json.dumps([_get(result, p) for p, _ in SAME], sort_keys=True)
         groups.setdefault(key, []).append((str(path), result))

@@ -69,8 +69,8 @@ def add_record_arguments(record) -> None:
 
 
 def cmd_record(args) -> int:
-    from .gates import record_baseline
+    from .gates import record
 
-    dest = record_baseline(args.result, args.results_dir, force=args.force)
-    print(f"recorded {args.result} as the baseline {dest}")
+    dest, kept = record(args.result, args.results_dir, force=args.force)
+    print(f"recorded {args.result} as the baseline {dest}" + (f" (the one it replaced kept as {kept})" if kept else ""))
     return EXIT_OK

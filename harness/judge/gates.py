@@ -12,13 +12,18 @@ than the tolerance and the drop is significant at the gate's confidence, inconcl
 far but the trials cannot tell. Differences in target, software, workload or rung options do not stop the
 gate; they are reported as warnings.
 
-The recorded baseline of a scenario on a target is results/<target>/<scenario>.json (`vlabench record`).
+The recorded baseline of a scenario on a target is results/<target>/<scenario>.json (`vlabench record`); the
+baselines it replaced are kept, numbered, under results/<target>/history/<scenario>/.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import re
 import statistics
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +33,7 @@ from .. import kinds
 from ..errors import InputError
 from ..machine.probe import same_kernel, whole_probe_rate
 from ..outputs import file_name, inside
-from ..results import load_result, write_text_atomic
+from ..results import HISTORY, load_result, write_text_atomic
 from ..scenario import recorded_workload, workload_keys
 from ..stats.batch_sizes import BatchSizes
 from ..stats.repeats import ok_repeats
@@ -613,9 +618,35 @@ def recorded_baseline_path(result: dict, results_dir: str | Path = "results", so
 
 
 def record_baseline(path, results_dir: str | Path = "results", force: bool = False) -> Path:
-    """Copy a result to the recorded baseline of its scenario and target; refuses a result with failed rungs
-    (or broken loss parity) unless forced, since every later gate would measure against it."""
+    """Copy a result to the recorded baseline of its scenario and target (see `record`); returns its path."""
+    return record(path, results_dir, force)[0]
+
+
+def record(path, results_dir: str | Path = "results", force: bool = False) -> tuple[Path, Path | None]:
+    """Copy a result to the recorded baseline of its scenario and target, the baseline it replaces kept byte for
+    byte as numbered history (`keep_history`); refuses a result with failed rungs (or broken loss parity) unless
+    forced, since every later gate would measure against it. Returns the baseline's path and the history file
+    (None when nothing was replaced). A write that fails leaves the old baseline in place and no history."""
     result = load_result(path)
+    _refuse_unless_forced(path, result, force)
+    dest = recorded_baseline_path(result, results_dir, str(path))
+    if dest.resolve() == Path(path).resolve():
+        return dest, None
+    new = Path(path).read_bytes()
+    if dest.is_file() and dest.read_bytes() == new:  # already the baseline: nothing is replaced
+        return dest, None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    kept = keep_history(dest, results_dir, str(path)) if dest.is_file() else None
+    try:
+        write_text_atomic(dest, new.decode("utf-8"))  # the old baseline or the new one, never half
+    except BaseException:
+        if kept is not None:
+            kept.unlink()  # the old baseline is still the baseline: it is not history yet
+        raise
+    return dest, kept
+
+
+def _refuse_unless_forced(path, result: dict, force: bool) -> None:
     if not force:
         bad = [
             r["name"]
@@ -650,9 +681,68 @@ def record_baseline(path, results_dir: str | Path = "results", force: bool = Fal
                 "a real measurement (or --force)",
                 "an expert sabotaged by the test-only VLABENCH_TEST_EXPERT_SABOTAGE",
             )
-    dest = recorded_baseline_path(result, results_dir, str(path))
-    if dest.resolve() == Path(path).resolve():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(dest, Path(path).read_text(encoding="utf-8"))  # the old baseline or the new one, never half
-    return dest
+
+
+HISTORY_FILE = re.compile(r"(\d{4,})-[A-Za-z0-9]+\.json")  # 0001-3f2c1a9.json: number, then the commit
+
+
+def history_folder(baseline: Path, results_dir: str | Path, source: str) -> Path:
+    """results/<target>/history/<scenario>/ of the baseline results/<target>/<scenario>.json, refused unless it
+    resolves (links followed) inside results_dir."""
+    return inside(results_dir, baseline.parent / HISTORY / baseline.stem, source, "target.name")
+
+
+def _short_sha(data: bytes) -> str:
+    """The replaced result's commit, 7 hex digits, for its history file's name ('unknown' without one)."""
+    try:
+        sha = json.loads(data)["provenance"]["git_sha"]
+    except (ValueError, TypeError, KeyError):
+        return "unknown"
+    return sha[:7].lower() if isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{7,64}", sha) else "unknown"
+
+
+def keep_history(baseline: Path, results_dir: str | Path, source: str) -> Path:
+    """Copy the baseline, byte for byte, to the next number of its history (pytest-benchmark's numbered saves):
+    history/<scenario>/0001-<commit>.json, then 0002-..., never over an existing file. Returns the copy's path."""
+    folder = history_folder(baseline, results_dir, source)
+    folder.mkdir(parents=True, exist_ok=True)
+    inside(results_dir, folder, source, "target.name")  # what was made is still inside
+    data = baseline.read_bytes()
+    numbers = [int(m.group(1)) for p in folder.iterdir() if (m := HISTORY_FILE.fullmatch(p.name))]
+    number, sha = max(numbers, default=0) + 1, _short_sha(data)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".record-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, baseline.stat().st_mode & 0o777)
+        while True:  # claimed whole or not at all: two records never share a number, none is overwritten
+            kept = folder / f"{number:04d}-{sha}.json"
+            try:
+                _claim(tmp, kept, data)
+                return kept
+            except FileExistsError:
+                number += 1
+    finally:
+        os.unlink(tmp)
+
+
+def _claim(tmp: str, kept: Path, data: bytes) -> None:
+    """Give the written copy `tmp` the new name `kept`, failing with FileExistsError where that name is taken: a
+    hard link, else (a file system without them) an exclusive create, removed again if its write fails."""
+    try:
+        os.link(tmp, kept)
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        pass
+    with open(kept, "xb") as f:
+        try:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:
+            kept.unlink()
+            raise

@@ -8,7 +8,7 @@ markers, and one whole page are rewritten from results/<target>/*.json:
   (harness/judge/compare.py) and the figure;
 - README.md (between HEADLINE_BEGIN and HEADLINE_END): the headline, that figure and the ladder table of the
   headline result (FIGURE_SCENARIO on FIGURE_TARGET), the newest comparison of trained rungs (a train-ladder
-  result of results/<target>/<run>/), with a link to docs/results.md;
+  result of results/<target>/evidence/<run>/), with a link to docs/results.md;
 - docs/gates.md (between gate_power's BEGIN and END): how the speed gate decides on the committed results
   (harness/judge/gate_power.py);
 - docs/hardware.md, generated whole: the per-card tables of the scenarios measured on several cards
@@ -32,7 +32,7 @@ from ..judge.gate_power import power_block
 from ..judge.gates import sabotaged_rungs
 from ..judge.published import load_published
 from ..outputs import file_name
-from ..results import load_result, measured_result_files
+from ..results import EVIDENCE, load_result, measured_result_files
 from .hardware import HARDWARE_DOC, hardware_page
 from .report import eval_scaling_table, eval_workers, provenance_line, result_table
 
@@ -47,8 +47,9 @@ FIGURE_DIR = Path("results") / "figures"
 
 
 def train_ladder_files(results_dir: Path) -> list[Path]:
-    """Trained rungs live with their training runs and evaluations: results/<target>/<run>/train-ladder.json."""
-    return sorted(results_dir.glob("*/*/train-ladder.json"))
+    """Trained rungs live with their training runs, evaluations and logs, a run's folder under its target's
+    evidence: results/<target>/evidence/<run>/train-ladder.json (results/<target>/<run>/ is read too)."""
+    return sorted({*results_dir.glob(f"*/{EVIDENCE}/*/train-ladder.json"), *results_dir.glob("*/*/train-ladder.json")})
 
 
 def _trained(repo: Path) -> list[tuple[str, dict]]:

@@ -4,7 +4,8 @@ index.html is a matrix of scenarios x cards (targets), each cell linking to its 
 holds the per-card table and the published figures' verdicts per card (harness/judge/compare.py, as
 `vlabench compare --per-card`), then per card each ladder result's waterfall (harness/report/figures.py), its
 ladder table and each rung's history over the committed results of that scenario and card (results/<target>/ and
-its subfolders, e.g. results/h200/repeats/: the commit and date each rung was measured at, and its samples/s).
+its subfolders: the baselines `vlabench record` replaced, under history/, and the runs under evidence/, e.g.
+results/h200/evidence/repeats/: the commit and date each rung was measured at, and its samples/s).
 trained.html holds the trained-policy success tables (train-ladder results) with their loss curves.
 
 Every string from a result file is escaped. The site is written only under OUT: a new or empty directory, or a
@@ -36,8 +37,8 @@ STYLE = (
 @dataclass
 class SiteData:
     results: list[tuple[str, dict]]  # results/<target>/*.json, floors attached
-    trained: list[tuple[str, dict]]  # results/<target>/<run>/train-ladder.json
-    ladders: list[tuple[str, dict]]  # every ladder result under results/<target>/, for the rungs' history
+    trained: list[tuple[str, dict]]  # results/<target>/evidence/<run>/train-ladder.json
+    ladders: list[tuple[str, dict]]  # every ladder result under results/<target>/ (history/, evidence/ too)
     figures: list  # the published figures
 
 
@@ -65,7 +66,7 @@ def page(title: str, body: str) -> str:
 
 
 def ladder_files(results_dir: Path) -> list[Path]:
-    """Every result file under results/<target>/ and its subfolders (not results/published/)."""
+    """Every result file under results/<target>/ and its subfolders (history/, evidence/; not results/published/)."""
     return sorted(p for p in results_dir.glob("*/**/*.json") if p.relative_to(results_dir).parts[0] != "published")
 
 
