@@ -359,6 +359,16 @@ def _int_list(text: str, what: str) -> list[int]:
     return values
 
 
+def suite_list(text: str, flag: str) -> list[str]:
+    """Comma-separated LIBERO suite names (`eval --suite`, `train-ladder --suites`), each known, each once."""
+    suites = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in suites if s not in SUITE_MAX_STEPS]
+    if unknown or not suites:
+        got = ", ".join(unknown) if unknown else repr(text)
+        raise InputError(flag, None, "LIBERO suites (" + ", ".join(SUITE_MAX_STEPS) + "), comma-separated", got)
+    return suites
+
+
 def _videos(text: str | None):
     """--videos all | TASK:TRIAL,...  (e.g. 0:0,3:1)"""
     if not text:
@@ -516,12 +526,9 @@ def config_from_args(args) -> EvalConfig:
         scenario = {"name": sc.name, "path": sc.path, "sha256": sc.sha256, "rung": rung}
     elif args.rung:
         raise InputError("--rung", None, "--scenario with it", "--rung alone")
-    suites = args.suite.split(",") if args.suite else settings.get("suites")
+    suites = suite_list(args.suite, "--suite") if args.suite else settings.get("suites")
     if not suites:
         raise InputError("--suite", None, "a LIBERO suite (" + ", ".join(SUITE_MAX_STEPS) + ")", "nothing")
-    unknown = [s for s in suites if s not in SUITE_MAX_STEPS]
-    if unknown:
-        raise InputError("--suite", None, "LIBERO suites (" + ", ".join(SUITE_MAX_STEPS) + ")", ", ".join(unknown))
     pick = lambda arg, key, default: arg if arg is not None else settings.get(key, default)  # noqa: E731
     trials = pick(args.trials, "trials", TRIALS)
     # With --ray, the eval block's workers (local processes) give way to the cluster's CPUs.

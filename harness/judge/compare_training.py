@@ -18,7 +18,8 @@ def _cell(record: dict, versus: dict, suites: list[str]) -> str:
         speed += f" ({s:.2f}x)"
     rates = record.get("success_rate") or {}
     success = ", ".join(
-        f"{rates[suite]['successes'] / rates[suite]['trials']:.0%} of {rates[suite]['trials']}"
+        ("" if len(suites) == 1 else f"{suite} ")  # a ladder of several suites names each
+        + f"{rates[suite]['successes'] / rates[suite]['trials']:.0%} of {rates[suite]['trials']}"
         for suite in suites
         if suite in rates
     )

@@ -280,10 +280,7 @@ def gate_train_ladders(
             got = "missing" if c is None else f"{c['status']} ({c.get('stage')}: {c.get('error', '')[:80]})"
             report.checks.append(Check(name, "status", FAIL, "ok", got))
             continue
-        for suite, entry in b.get("success_rate", {}).items():
-            check = success_check(suite, entry, c.get("success_rate", {}).get(suite), limits)
-            check.subject = f"{name} {suite}"
-            report.checks.append(check)
+        report.checks += _rung_success_checks(name, b, c, limits)
         if c.get("train") and b.get("train"):
             conv = check_convergence(c, b, tolerance, names=(name, name)).as_dict()
             verdict = PASS if conv["passed"] else FAIL
@@ -307,6 +304,23 @@ def _value_text(value) -> str:
     if isinstance(value, dict) and "dataset" in value:  # a workload's `data`: the dataset it reads
         return f"dataset {value['dataset']}"
     return str(value)
+
+
+def _rung_success_checks(name: str, base: dict, cur: dict, limits: Limits) -> list[Check]:
+    """A trained rung's success gate: one check per suite (and task) the recorded rung was evaluated on. A suite
+    the current rung lacks FAILs once, with its evaluation's error where the ladder recorded one (its tasks are
+    not listed again)."""
+    rates, errors, checks = cur.get("success_rate") or {}, cur.get("suite_errors") or {}, []
+    for key, entry in (base.get("success_rate") or {}).items():
+        suite = key.split("/")[0]
+        if "/" in key and suite not in rates:
+            continue
+        check = success_check(key, entry, rates.get(key), limits)
+        check.subject = f"{name} {key}"
+        if key in errors:
+            check.note = f"its evaluation failed: {errors[key][:100]}"
+        checks.append(check)
+    return checks
 
 
 def _loss(value) -> str:

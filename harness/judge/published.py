@@ -222,3 +222,25 @@ def _check_ours(ours: Ours, metric: str, key: str) -> dict:
         if getattr(ours, k) is None:
             raise SchemaError(f"{key}.{k}", "a name", "nothing")
     return {k: v for k, v in to_plain(ours).items() if v is not None}
+
+
+def trained_by(figure: Figure) -> str:
+    """Whose trained policy a published success rate is of: its label without the suite, the label's last word
+    ("LoongForge bf16 libero_spatial" -> "LoongForge bf16")."""
+    return figure.label.rsplit(" ", 1)[0]
+
+
+def success_rates_by_policy(
+    figures: list[Figure], model: str | None = None, suites: list[str] | None = None
+) -> dict[str, dict[str, Figure]]:
+    """The published per-suite success rates, by whose trained policy they are of ({"LoongForge bf16":
+    {"libero_spatial": figure, ...}, "community": {...}}, in the files' order): those of a policy of `model`'s
+    family (`ours.policy`; a figure naming none is any model's) on `suites` (default: every suite)."""
+    out: dict[str, dict[str, Figure]] = {}
+    for f in figures:
+        suite = (f.ours or {}).get("suite")
+        if f.metric != "success_rate" or not suite or (suites is not None and suite not in suites):
+            continue
+        if model is None or f.ours.get("policy") in (None, model):
+            out.setdefault(trained_by(f), {})[suite] = f
+    return out

@@ -220,15 +220,16 @@ def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], toler
         f"seeds {', '.join(str(seed) for seed, _ in runs)}; {', '.join(ev.get('suites', []))}, {ev.get('trials')} "
         f"trials per task and seed; against {reference}"
     )
-    records = [recs for _, recs in runs]
-    reference_rates = [
-        recs[reference]["success_rate"][suite]["rate"]
-        for recs in records
-        for suite in ev.get("suites", [])[:1]
-        if suite in (recs.get(reference, {}).get("success_rate") or {})
-    ]
-    rows = [[reference, sum(reference in recs for recs in records), "reference", _percents(reference_rates), "-",
-             "reference"]]  # fmt: skip
+    records, suites = [recs for _, recs in runs], ev.get("suites", [])
+    rows = []
+    for suite in suites if len(suites) > 1 else suites[:1] or [None]:  # the reference's rates, a row per suite
+        reference_rates = [
+            recs[reference]["success_rate"][suite]["rate"]
+            for recs in records
+            if suite in (recs.get(reference, {}).get("success_rate") or {})
+        ]
+        rows.append([reference if len(suites) < 2 else f"{reference} {suite}", sum(reference in recs for recs in records),
+                     "reference", _percents(reference_rates), "-", "reference"])  # fmt: skip
     for check in checks:
         speedups = [
             recs[check.rung]["train"]["samples_per_s"] / recs[reference]["train"]["samples_per_s"]
@@ -237,7 +238,7 @@ def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], toler
         ]
         changes = ", ".join(f"{(a - b) * 100:+.0f}" for a, b in zip(check.rates, check.reference_rates, strict=True))
         rows.append([
-            check.rung if len(ev.get("suites", [])) < 2 else f"{check.rung} {check.suite}",
+            check.rung if len(suites) < 2 else f"{check.rung} {check.suite}",
             len(check.seeds),
             ", ".join(f"{x:.2f}x" for x in speedups),
             _percents(check.rates),

@@ -79,6 +79,7 @@ class TrainLadderRung:
     status: str
     train: TrainRecord | None = None
     success_rate: Rates | None = None
+    suite_errors: dict[str, str] | None = None  # the suites whose evaluation failed, with the error
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..judge.gate_power import BEGIN as POWER_BEGIN
 from ..judge.gate_power import END as POWER_END
 from ..judge.gate_power import power_block
 from ..judge.gates import sabotaged_rungs
-from ..judge.published import load_published
+from ..judge.published import load_published, success_rates_by_policy
 from ..outputs import file_name
 from ..results import EVIDENCE, load_result, measured_result_files
 from .hardware import HARDWARE_DOC, hardware_page
@@ -227,13 +227,13 @@ def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
             )
     if not measured:
         return []
-    published = [f for f in figures if f.metric == "success_rate" and (f.ours or {}).get("suite")]
-    labels = sorted({f.label.rsplit(" ", 1)[0] for f in published})  # e.g. "LoongForge bf16", "community"
+    published = success_rates_by_policy(figures)
+    labels = sorted(published)  # e.g. "LoongForge bf16", "community"
     rows = []
     for suite in SUITES:
-        theirs = {f.label.rsplit(" ", 1)[0]: f.value_text() for f in published if f.ours["suite"] == suite}
+        theirs = [published[label][suite].value_text() if suite in published[label] else "-" for label in labels]
         ours = "<br>".join(measured.get(suite, [])) or "-"
-        rows.append(f"| {suite} | {ours} | " + " | ".join(theirs.get(label, "-") for label in labels) + " |")
+        rows.append(f"| {suite} | {ours} | " + " | ".join(theirs) + " |")
     return [
         "",
         "LIBERO success rates measured here (closed loop, openpi's protocol: trials per task from the stored",

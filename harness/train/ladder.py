@@ -8,9 +8,11 @@ runs the same inference). Against the reference rung (default: the ladder's firs
 - the convergence check (harness/train/convergence.py): smoothed final loss within the tolerance either way;
 - the success gate (harness/judge/gates.py): Fisher's exact test of its successes per suite against the reference's.
 OUT/train-ladder.json (kind `train-ladder`) is rewritten atomically after every rung; a rung that fails in training
-or evaluation is recorded with its error and the ladder goes on. OUT/<rung>/ holds the rung's training run
-(train.json, checkpoints/) and eval.json; with --seeds N every rung trains and is evaluated once per seed, each
-seed's in OUT/seed-<S>/<rung>/, and the rungs are judged over the seeds (harness/judge/train_ladder.py).
+or evaluation is recorded with its error and the ladder goes on; each suite is evaluated on its own, so that a
+suite whose evaluation fails is recorded with its error beside the others' counts. OUT/<rung>/ holds the rung's
+training run (train.json, checkpoints/) and its evaluation (eval.json, or eval-<suite>.json per suite); with
+--seeds N every rung trains and is evaluated once per seed, each seed's in OUT/seed-<S>/<rung>/, and the rungs are
+judged over the seeds (harness/judge/train_ladder.py).
 """
 
 from __future__ import annotations
@@ -126,6 +128,19 @@ def rung_dir(plan: LadderPlan, rung: str, seed: int | None = None) -> Path:
     if not plan.seeds:
         return plan.out / rung
     return plan.out / f"seed-{plan.seeds[0] if seed is None else seed}" / rung
+
+
+def eval_path(plan: LadderPlan, rung: str, suite: str, seed: int | None = None) -> Path:
+    """The rung's evaluation on one suite: eval.json in a ladder of one suite (the layout of the ladders before
+    several suites), eval-<suite>.json each in a ladder of several."""
+    name = "eval.json" if len(plan.eval_settings["suites"]) == 1 else f"eval-{suite}.json"
+    return rung_dir(plan, rung, seed) / name
+
+
+def missing_suites(plan: LadderPlan, record: dict) -> list[str]:
+    """The ladder's suites a rung's record has no success rate of (not evaluated yet, or its evaluation failed)."""
+    rates = record.get("success_rate") or {}
+    return [suite for suite in plan.eval_settings["suites"] if suite not in rates]
 
 
 def error_text(exc: BaseException) -> str:

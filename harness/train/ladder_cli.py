@@ -20,6 +20,8 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--resume", action="store_true", help="continue the train-ladder in --out: rungs done are kept, a "
                    "rung stopped in training or evaluation goes on from where it stopped; --rungs may add rungs")  # fmt: skip
     p.add_argument("--steps", type=int, metavar="N", help="optimizer steps per rung (default: train.steps)")
+    p.add_argument("--suites", metavar="A,B", help="LIBERO suites every rung is evaluated on, comma-separated, one "
+                   "success column each (default: the eval block's; with --resume, the ladder's)")  # fmt: skip
     p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
     p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
     renamed_flag(p, "--sim-workers", "--eval-workers", type=int, metavar="N",
@@ -40,14 +42,27 @@ def add_train_ladder_arguments(p) -> None:
                    "over the seeds (a verdict needs 3 seeds)")  # fmt: skip
 
 
-def _eval_settings(scenario, args) -> dict:
+def _suites(args, settings: dict, folder: Path) -> list[str]:
+    """--suites, else those of the ladder --resume continues (its --suites stay), else the eval block's."""
+    from ..eval.main import suite_list
+    from ..results import load_result
+
+    if args.suites:
+        return suite_list(args.suites, "--suites")
+    if args.resume:
+        earlier = load_result(folder / RESULT_FILE).get("train_ladder") or {}
+        return (earlier.get("eval") or {}).get("suites") or settings["suites"]
+    return settings["suites"]
+
+
+def _eval_settings(scenario, args, folder: Path) -> dict:
     from ..eval.main import _int_list, eval_block
     from ..eval.protocol import SEED, TRIALS
 
     settings, _, _ = eval_block(scenario)
     tasks = _int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
     out = {
-        "suites": settings["suites"],
+        "suites": _suites(args, settings, folder),
         "tasks": tasks,
         "trials": args.trials or settings.get("trials", TRIALS),
         # with --ray, the eval block's workers (local processes) give way to the cluster's CPUs
@@ -128,7 +143,7 @@ def plan_from_args(args) -> LadderPlan:
         raise InputError("--resume", None, f"an --out folder of a train-ladder ({RESULT_FILE}) to continue", got)
     check_writable(out / RESULT_FILE, "--out")
     steps = args.steps or block.steps
-    rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args)
+    rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args, out)
     _check_simulator(scenario)
     device = args.device
     if args.ray:  # Ray missing, or a GPU asked of it: one line before the first rung trains
@@ -183,5 +198,5 @@ def cmd_train_ladder(args) -> int:
     print(train_ladder_table(result))
     print(f"\nresult: {plan.out / RESULT_FILE}")
     runs = result["train_ladder"].get("seed_runs") or [result["train_ladder"]]
-    failed = [r["name"] for run in runs for r in run["rungs"] if r["status"] == "error"]
+    failed = [r["name"] for run in runs for r in run["rungs"] if r["status"] == "error" or r.get("suite_errors")]
     return 1 if failed else 0  # a rung the target cannot train is recorded unsupported, not failed

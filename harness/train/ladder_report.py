@@ -1,10 +1,13 @@
 """The table `vlabench train-ladder` and `vlabench show` print for a train-ladder result: per rung, its speed (the
 whole training's wall time and the median step's samples/s, each with its ratio to the reference rung's) beside its
-success, and the verdicts against the reference rung over the training seeds (harness/judge/train_ladder.py)."""
+success on each suite (a column each), and the verdicts against the reference rung over the training seeds
+(harness/judge/train_ladder.py); under the rungs, the published success rates of the model family's policies on
+those suites (results/published), a row per policy, as the source's own table sets them."""
 
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 from ..judge.seeds import MIN_SEEDS, NOT_JUDGED, too_few
 from ..judge.train_ladder import judge_runs, ladder_runs
@@ -23,18 +26,20 @@ def _rate(entry: dict | None) -> str:
     )
 
 
-def _rates(records: list[dict], suites: list[str]) -> str:
-    """One seed: the rate with its Wilson interval and counts; several: each seed's rate and their mean."""
+def _suite_cell(records: list[dict], suite: str) -> str:
+    """One suite's success: with one seed the rate with its Wilson interval and counts, with several each seed's
+    rate and their mean; a seed whose evaluation on the suite failed says so (its error, with one seed)."""
+    entries = [(r.get("success_rate") or {}).get(suite) for r in records]
+    errors = [(r.get("suite_errors") or {}).get(suite) for r in records]
+    if not any(entries):
+        return f"error: {errors[0][:60]}" if len(records) == 1 and errors[0] else "error" if any(errors) else "-"
     if len(records) == 1:
-        rates = records[0].get("success_rate") or {}
-        return "; ".join(_rate(rates.get(s)) for s in suites) if rates else "-"
-    cells = []
-    for suite in suites:
-        values = [(r.get("success_rate") or {}).get(suite) for r in records]
-        values = [v["successes"] / v["trials"] for v in values if v]
-        if values:
-            cells.append(", ".join(f"{v:.0%}" for v in values) + f" (mean {statistics.fmean(values):.1%})")
-    return "; ".join(cells) or "-"
+        return _rate(entries[0])
+    rates = [e["successes"] / e["trials"] for e in entries if e]
+    seeds = [
+        f"{e['successes'] / e['trials']:.0%}" if e else "error" if error else "-" for e, error in zip(entries, errors)
+    ]
+    return ", ".join(seeds) + f" (mean {statistics.fmean(rates):.1%})"
 
 
 def _times(x: float | None) -> str:
@@ -52,17 +57,31 @@ def _convergence_cell(over: dict) -> str:
     return f"{rel:+.1%} {conv['verdict']}" + (f" (mean of {k})" if k > 1 else "")
 
 
-def _gate_cell(versus: dict) -> str:
-    """Each suite's success gate over the seeds; with one seed no verdict, the change and Fisher's test on the
-    evaluations' trials beside "n/a"."""
+def _gate_cell(versus: dict, several: bool) -> str:
+    """Each suite's success gate over the seeds (named by its suite when the ladder has several); with one seed no
+    verdict, the change and Fisher's test on the evaluations' trials beside "n/a"."""
     over = versus.get("over_seeds") or {}
     checks = over.get("success") or []
     if len(over.get("seeds") or []) == 1:
         fisher = [c for c in versus.get("success", []) if "/" not in c["subject"]]
-        details = "; ".join(f"{c['change']}, {c['note'].split(':')[0]}" for c in fisher)
+        details = "; ".join(
+            _named(
+                c["subject"].removeprefix("suite "),
+                f"{c['change'] or c['current']}, {c['note'].split(':')[0]}",
+                several,
+            )
+            for c in fisher
+        )
         return too_few(1) + (f"; {details}" if details else "")
-    cells = [f"{c['verdict']} ({c['note']})" if c["verdict"] != NOT_JUDGED else c["note"] for c in checks]
+    cells = [
+        _named(c["suite"], f"{c['verdict']} ({c['note']})" if c["verdict"] != NOT_JUDGED else c["note"], several)
+        for c in checks
+    ]
     return "; ".join(cells) or "-"
+
+
+def _named(suite: str, text: str, several: bool) -> str:
+    return f"{suite}: {text}" if several else text
 
 
 def _mean(records: list[dict], key: str) -> float | None:
@@ -70,15 +89,15 @@ def _mean(records: list[dict], key: str) -> float | None:
     return statistics.fmean(values) if values and all(v is not None for v in values) else None
 
 
-def _row(name: str, records: list[dict], ladder: dict, versus: dict) -> list[str]:
-    """One rung over its seeds: the seeds it trained in, then its speed, loss and success (means over the ok
-    seeds) and the verdicts against the reference."""
+def _row(name: str, records: list[dict], ladder: dict, versus: dict, suites: list[str]) -> list[str]:
+    """One rung over its seeds: the seeds it trained in, then its speed, loss and success on each suite (means
+    over the ok seeds) and the verdicts against the reference."""
     ok = [r for r in records if r["status"] == "ok"]
     sabotaged = any((r.get("train") or {}).get("test_train_sabotage") for r in records)
     label = name + (" (SABOTAGED)" if sabotaged else "")
     if not ok:
         r = records[0]
-        return [label, "-", f"{r['status']} in {r.get('stage')}: {r.get('error', '')[:60]}", *["-"] * 9]
+        return [label, "-", f"{r['status']} in {r.get('stage')}: {r.get('error', '')[:60]}", *["-"] * (7 + len(suites))]
     seeds = f"{len(ok)}" if len(ok) == len(records) else f"{len(ok)} of {len(records)}"
     done = sorted({f"{(r['train']).get('steps_done')}/{r['train'].get('steps_planned')}" for r in ok})
     sps, loss = _mean(ok, "samples_per_s"), _mean(ok, "final_loss")
@@ -88,7 +107,7 @@ def _row(name: str, records: list[dict], ladder: dict, versus: dict) -> list[str
         mine = versus.get(name) or {}
         over = mine.get("over_seeds") or {}
         wall_x, speed = _times(over.get("wall_speedup")), _times(over.get("speedup"))
-        conv, gate = _convergence_cell(over), _gate_cell(mine)
+        conv, gate = _convergence_cell(over), _gate_cell(mine, len(suites) > 1)
     return [
         label,
         seeds,
@@ -99,7 +118,7 @@ def _row(name: str, records: list[dict], ladder: dict, versus: dict) -> list[str
         speed,
         "-" if loss is None else f"{loss:.4f}",
         conv,
-        _rates(ok, ladder.get("eval", {}).get("suites") or []),
+        *(_suite_cell(ok, suite) for suite in suites),
         gate,
     ]
 
@@ -131,29 +150,63 @@ def _rule(conv: float, drop: float) -> str:
     )
 
 
+def _suites(ladder: dict, runs: list) -> list[str]:
+    """The suites the ladder evaluated on (its eval block's; else those its records hold), one column each."""
+    listed = (ladder.get("eval") or {}).get("suites")
+    rates = (r.get("success_rate") or {} for _, recs in runs for r in recs.values())
+    return list(listed or dict.fromkeys(key for entry in rates for key in entry if "/" not in key))
+
+
+def _published(result: dict, suites: list[str]) -> tuple[list[list[str]], list[str]]:
+    """The published success rates of the ladder's model family on its suites (results/published): a row per
+    policy they are of, under the suites' columns, and a line naming their sources; none where none is published."""
+    from ..judge.published import PUBLISHED_DIR, load_published, success_rates_by_policy
+
+    if not PUBLISHED_DIR.is_dir():  # a copy of vlabench without the repository's results/
+        return [], []
+    model = (result.get("workload") or {}).get("model")
+    by_policy = success_rates_by_policy(load_published(), model, suites)
+    if not by_policy:
+        return [], []
+    rows = [
+        [f"{who} (published)", *[""] * 8, *(f[s].value_text() if s in f else "-" for s in suites), ""]
+        for who, f in by_policy.items()
+    ]
+    figures = [f for by_suite in by_policy.values() for f in by_suite.values()]
+    sources = dict.fromkeys(f"{f.source} (results/published/{Path(f.file).name})" for f in figures)
+    return rows, [
+        f"published: the LIBERO success rates of {model} policies ({', '.join(by_policy)}) from {'; '.join(sources)}, "
+        "beside ours and not judged here: their policies trained as the source states, these rungs as the title says "
+        "(`vlabench compare EVAL.json --published` judges an evaluation against them)"
+    ]
+
+
 def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     """One row per rung: the seeds, steps, training wall time and samples/s with their ratios to the reference's,
-    the smoothed final loss and its convergence check, the success rate (Wilson interval, or per seed) and the
-    success gate, all against the reference rung over the seeds."""
+    the smoothed final loss and its convergence check, the success rate on each suite (Wilson interval, or per
+    seed) and the success gate, all against the reference rung over the seeds; then the published success rates
+    of the ladder's suites, a row per policy they are of."""
     from tabulate import tabulate
 
     ladder = result["train_ladder"]
+    runs = ladder_runs(result)
+    suites = _suites(ladder, runs)
     headers = ["rung", "seeds", "steps", "train wall", "wall speedup", "samples/s", "speedup", "final loss",
-               "convergence", "success [95%]", "success gate"]  # fmt: skip
+               "convergence", *(f"{suite} success [95%]" for suite in suites), "success gate"]  # fmt: skip
     conv = ladder.get("convergence_tolerance", _DEFAULTS.convergence_tolerance)
     drop = ladder.get("success_tolerance", _DEFAULTS.success_tolerance)
     # judged again from the records by today's rules, as `vlabench gate` judges: a result keeps the verdicts its
     # run printed under versus_reference, which older rules may have given
     block = TrainBlock(steps=1, convergence_tolerance=conv, success_tolerance=drop)
-    runs = ladder_runs(result)
     versus = judge_runs(runs, ladder["reference"], block)
     names = list(dict.fromkeys(name for _, recs in runs for name in recs))
-    rows = [_row(n, [recs[n] for _, recs in runs if n in recs], ladder, versus) for n in names]
-    table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    rows = [_row(n, [recs[n] for _, recs in runs if n in recs], ladder, versus, suites) for n in names]
+    published, cited = _published(result, suites)
+    table = tabulate(rows + published, headers=headers, tablefmt=fmt, disable_numparse=True)
     rule = _rule(conv, drop)
     if ladder["reference"] not in names:
         rule += f"; the reference rung, {ladder['reference']}, is not in this file (trained without it): no verdicts"
-    return "\n".join([_title(result, [seed for seed, _ in runs]), table, rule])
+    return "\n".join([_title(result, [seed for seed, _ in runs]), table, *cited, rule])
 
 
 def time_to_train(result: dict) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from .. import kinds
 from ..errors import InputError
 from ..results import ResultWriter, load_result, provenance
-from .ladder import RESULT_FILE, LadderPlan, error_text, result_path, rung_dir
+from .ladder import RESULT_FILE, LadderPlan, error_text, eval_path, missing_suites, result_path, rung_dir
 
 # ([(seed, rung records by name)] per training seed, the reference rung's name, the train block) -> judgements per rung
 Judge = Callable[[list[tuple[int, dict[str, dict]]], str, object], dict]
@@ -55,15 +55,18 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None
     return train(tplan, command)
 
 
-def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[str], seed: int | None = None) -> dict:
-    """`vlabench eval` of the checkpoint with the ladder's suites and trials, into the rung's folder of the training
-    seed, eval.json (the evaluation's own seed, its initial states, is the protocol's whatever the training's)."""
+def evaluate_rung(
+    plan: LadderPlan, rung: str, suite: str, checkpoint: str, command: list[str], seed: int | None = None
+) -> dict:
+    """`vlabench eval` of the checkpoint on one of the ladder's suites with its trials, into the rung's folder of
+    the training seed (eval_path: eval.json, or eval-<suite>.json in a ladder of several suites; the evaluation's
+    own seed, its initial states, is the protocol's whatever the training's)."""
     from ..eval.main import EvalConfig, run_eval
 
     s = plan.eval_settings
-    out = rung_dir(plan, rung, seed) / "eval.json"
+    out = eval_path(plan, rung, suite, seed)
     cfg = EvalConfig(
-        suites=s["suites"],
+        suites=[suite],
         tasks=s.get("tasks"),
         trials=s["trials"],
         policy=plan.scenario.model,
@@ -79,6 +82,47 @@ def evaluate_rung(plan: LadderPlan, rung: str, checkpoint: str, command: list[st
         max_steps=plan.max_steps,
     )
     return run_eval(cfg, command, progress=_say)
+
+
+def _of_suite(rates: dict, suite: str) -> dict:
+    """A suite's entries of a success_rate mapping: the suite's and its tasks' ("libero_spatial/3")."""
+    return {key: entry for key, entry in rates.items() if key.split("/")[0] == suite}
+
+
+def evaluate_suites(
+    plan: LadderPlan, rung: str, checkpoint: str, command: list[str], seed: int | None, earlier: dict
+) -> dict:
+    """The rung's evaluation on each of the ladder's suites, one `vlabench eval` a suite, so that a suite whose
+    evaluation fails leaves the others' counts. A suite the earlier record (--resume) holds is kept as it was.
+    Returns the record's evaluation keys: success_rate (the eval's, every suite's and task's), eval_throughput per
+    suite, eval_errors (errored episodes, counted as failures as `vlabench eval` counts them) and suite_errors
+    (the suites whose evaluation failed, with the error)."""
+    rates, speed, failed = {}, {}, {}
+    for suite in plan.eval_settings["suites"]:
+        kept = _of_suite(earlier.get("success_rate") or {}, suite)
+        if suite in kept:
+            rates |= kept
+            speed[suite] = (earlier.get("eval_throughput") or {}).get(suite)
+            continue
+        try:
+            _say(f"== {rung}: evaluating {checkpoint} on {suite}")
+            evaluated = evaluate_rung(plan, rung, suite, checkpoint, command, seed)
+        except InputError:
+            raise  # bad input stops the ladder at once, in one line: every rung would meet it
+        except Exception as exc:  # this suite is recorded failed; the other suites are evaluated
+            failed[suite] = error_text(exc)
+            _say(f"== {rung}: evaluation on {suite} failed: {failed[suite]}")
+            continue
+        if suite not in evaluated["success_rate"]:  # nothing ran (a stop before the first episode)
+            failed[suite] = "no episode was evaluated"
+            continue
+        rates |= _of_suite(evaluated["success_rate"], suite)
+        speed[suite] = evaluated.get("throughput")
+    out = {"success_rate": rates, "eval_throughput": speed} if rates else {}
+    errors = sum(rates[suite].get("errors", 0) for suite in plan.eval_settings["suites"] if suite in rates)
+    if errors:
+        out["eval_errors"] = errors
+    return out | ({"suite_errors": failed} if failed else {})
 
 
 def _train_summary(result: dict) -> dict:
@@ -100,9 +144,11 @@ def unsupported(plan: LadderPlan, rung: str) -> str | None:
     return unsupported_reason(plan.scenario, plan.target, entry, caps)
 
 
-def run_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None = None) -> dict:
-    """One rung's record of one training seed: trained, evaluated, or the error that stopped it (the ladder goes
-    on)."""
+def run_rung(
+    plan: LadderPlan, rung: str, command: list[str], seed: int | None = None, earlier: dict | None = None
+) -> dict:
+    """One rung's record of one training seed: trained and evaluated on each suite, or the error that stopped it
+    (the ladder goes on). `earlier`: its ok record of an earlier run (--resume), whose suites are kept."""
     folder = rung_dir(plan, rung, seed)
     record = {"name": rung, "status": "ok", "dir": folder.relative_to(plan.out).as_posix()}
     if plan.seeds:
@@ -111,26 +157,26 @@ def run_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None =
     if reason:
         _say(f"== {rung}: unsupported on {plan.target.name}: {reason}")
         return {**record, "status": "unsupported", "stage": "training", "error": reason}
-    stage = "training"
     try:
         _say(f"\n== {rung}: training {plan.steps} steps into {folder}")
         trained = train_rung(plan, rung, command, seed)
         record["train"] = _train_summary(trained)
-        checkpoint = trained["train"]["checkpoints"][-1]["path"]
-        record["checkpoint"] = checkpoint
-        stage = "evaluation"
-        _say(f"== {rung}: evaluating {checkpoint}")
-        evaluated = evaluate_rung(plan, rung, checkpoint, command, seed)
-        record["success_rate"] = evaluated["success_rate"]
-        record["eval_throughput"] = evaluated.get("throughput")
-        errors = sum(e.get("status") == "error" for e in evaluated.get("episodes", []))
-        if errors:
-            record["eval_errors"] = errors  # counted as failures, as `vlabench eval` counts them
+        record["checkpoint"] = trained["train"]["checkpoints"][-1]["path"]
     except InputError:
         raise  # bad input stops the ladder at once, in one line: every rung would meet it
     except Exception as exc:  # a crashed rung is recorded and the ladder goes on
-        record.update(status="error", stage=stage, error=error_text(exc))
-        _say(f"== {rung}: {stage} failed: {record['error']}")
+        record.update(status="error", stage="training", error=error_text(exc))
+        _say(f"== {rung}: training failed: {record['error']}")
+        return record
+    record |= evaluate_suites(plan, rung, record["checkpoint"], command, seed, earlier or {})
+    if not record.get("success_rate"):  # no suite evaluated: the rung failed in its evaluation
+        failed = record["suite_errors"]
+        error = (
+            "; ".join(f"{suite}: {e}" for suite, e in failed.items())
+            if len(failed) > 1
+            else next(iter(failed.values()))
+        )
+        record.update(status="error", stage="evaluation", error=error)
     return record
 
 
@@ -214,11 +260,12 @@ def run_train_ladder(plan: LadderPlan, command: list[str], judge: Judge) -> dict
         records = runs.setdefault(seed, {})
         of_seed = f" (seed {seed}, {seeds.index(seed) + 1} of {len(seeds)})" if plan.seeds else ""
         for i, rung in enumerate(plan.rungs, 1):
-            if records.get(rung, {}).get("status") == "ok":
+            ok = records.get(rung) if records.get(rung, {}).get("status") == "ok" else None
+            if ok and not missing_suites(plan, ok):
                 _say(f"\n[{i}/{len(plan.rungs)}] {rung}{of_seed}: done already")
                 continue
             _say(f"\n[{i}/{len(plan.rungs)}] {rung}{of_seed} ({(time.perf_counter() - start) / 60:.1f} min so far)")
-            records[rung] = run_rung(plan, rung, command, seed)
+            records[rung] = run_rung(plan, rung, command, seed, earlier=ok)  # an ok rung: its missing suites
             writer.update({"train_ladder": _ladder_block(plan, runs, judge)})
     return writer.data
 
