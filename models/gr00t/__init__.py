@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..clipped_adamw import ClippedAdamW
 from ..family import Built, Knobs, ModelFamily, Step, standard_step, training_state_bytes
+from ..optimizers import adamw_unsupported_reason, build_adamw
 from ..recompute import RecomputePatterns
 from ..schema import SchemaError
 from ..weight_copies import copyable, weight_copies
@@ -54,7 +54,7 @@ class Gr00tFamily(ModelFamily):
             return f"CUDA graphs need a CUDA device; this target is {backend}"
         if options.linear == "fp8" and "fp8" not in capabilities:
             return "FP8 matmuls need a GPU with FP8 tensor cores (Hopper/Ada or newer); this target has none"
-        return None
+        return adamw_unsupported_reason(options.adamw, backend)
 
     def parity_tolerance(self, baseline: Gr00tOptions, options: Gr00tOptions, dtype: str) -> tuple[float, str]:
         """Largest relative loss difference to the baseline that still counts as the same math. The DiT's
@@ -178,29 +178,21 @@ class Gr00tFamily(ModelFamily):
     def optimizer(
         self, model: torch.nn.Module, options: Gr00tOptions, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
-        """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW, default foreach),
-        betas (0.9, 0.999), eps 1e-8, weight decay 1e-5 except on biases and norms; fused with `adamw: fused`,
-        its step counter on the device (`capturable`) when `graph_optimizer` captures its step; with `adamw:
-        compiled`, the clipping at 1.0 inside the update, compiled with the workload's compile backend
-        (models/clipped_adamw.py), which also writes the bf16 weight copies of `bf16_weights: optimizer`."""
-        groups = weight_decay_groups(model, WEIGHT_DECAY)
-        if options.adamw == "compiled":
-            return ClippedAdamW(
-                groups,
-                max_norm=CLIP,
-                backend=workload.compile_backend,
-                lr=workload.lr,
-                betas=(0.9, 0.999),
-                eps=1e-8,
-                copies=weight_copies(model),
-            )
-        return torch.optim.AdamW(
-            groups,
+        """Isaac-GR00T's fine-tune optimizer: transformers' `adamw_torch` (torch AdamW), betas (0.9, 0.999), eps
+        1e-8, weight decay 1e-5 except on biases and norms, in the implementation `adamw` names
+        (models/optimizers.py), clipping at 1.0; its step counter on the device (`capturable`) when
+        `graph_optimizer` captures its step. `adamw: compiled` also writes the bf16 weight copies of
+        `bf16_weights: optimizer`."""
+        return build_adamw(
+            weight_decay_groups(model, WEIGHT_DECAY),
+            options.adamw,
             lr=workload.lr,
             betas=(0.9, 0.999),
             eps=1e-8,
-            fused=options.adamw == "fused" or None,
+            max_norm=CLIP,
             capturable=options.graph_optimizer,
+            compile_backend=workload.compile_backend,
+            copies=weight_copies(model),
         )
 
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Gr00tOptions) -> Step:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..clipped_adamw import ClippedAdamW, FusedClippedAdamW
 from ..family import Built, DdpFlags, Knobs, ModelFamily, Step, standard_step, training_state_bytes
 from ..normalize import Normalizer
+from ..optimizers import adamw_unsupported_reason, build_adamw
 from ..tokenizers import BUILTIN, StandInTokenizer, builtin_tokenizer, load_sentencepiece
-from ..triton_adamw import TritonClippedAdamW
 from ..whole_step_graph import WholeStepGraph
 from ..workload import Workload
 from . import weights
@@ -36,8 +35,8 @@ class Pi05Family(ModelFamily):
             return f"FlexAttention has no backward on {backend} in this PyTorch, so it cannot train here"
         if options.cuda_graphs != "none" and backend != "cuda":
             return f"CUDA graphs need a CUDA device; this target's backend is {backend}"
-        if options.adamw == "triton-clip" and backend != "cuda":
-            return f"adamw: triton-clip runs Triton kernels on a CUDA device; this target's backend is {backend}"
+        if reason := adamw_unsupported_reason(options.adamw, backend):
+            return reason
         for name in ("fp8_mlp", "fp8_vision_mlp"):
             if options.linear == "fp8" and getattr(options, name) == "triton" and backend != "cuda":
                 return f"{name}: triton runs Triton kernels on a CUDA device; this target's backend is {backend}"
@@ -155,21 +154,20 @@ class Pi05Family(ModelFamily):
     def optimizer(
         self, model: torch.nn.Module, options: Pi05Options, workload: Workload, backend: str
     ) -> torch.optim.Optimizer:
-        """openpi's AdamW(0.9, 0.95, eps 1e-8) in torch's default (foreach) implementation, or fused; with its
-        step counter on the device (`capturable`) when the whole step is a CUDA graph. The clipping at 1.0 inside
-        the update (models/clipped_adamw.py): with `adamw: fused-clip` as the fused kernel's gradient scale; with
-        `adamw: compiled` in an update compiled with the workload's compile backend; with `adamw: triton-clip` in
-        two Triton kernels over every tensor (models/triton_adamw.py). The last two are always capturable."""
-        params = [p for p in model.parameters() if p.requires_grad]
-        adamw = dict(lr=workload.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-10)  # openpi's, every variant
-        capturable = options.cuda_graphs == "whole-step"
-        if options.adamw == "fused-clip":
-            return FusedClippedAdamW(params, max_norm=CLIP, capturable=capturable, **adamw)
-        if options.adamw == "triton-clip":
-            return TritonClippedAdamW(params, max_norm=CLIP, **adamw)
-        if options.adamw == "compiled":
-            return ClippedAdamW(params, max_norm=CLIP, backend=workload.compile_backend, **adamw)
-        return torch.optim.AdamW(params, fused=options.adamw == "fused" or None, capturable=capturable, **adamw)
+        """openpi's AdamW(0.9, 0.95, eps 1e-8, weight decay 1e-10) in the implementation `adamw` names
+        (models/optimizers.py), clipping at 1.0; its step counter on the device (`capturable`) when the whole step
+        is a CUDA graph."""
+        return build_adamw(
+            [p for p in model.parameters() if p.requires_grad],
+            options.adamw,
+            lr=workload.lr,
+            betas=(0.9, 0.95),
+            eps=1e-8,
+            weight_decay=1e-10,
+            max_norm=CLIP,
+            capturable=options.cuda_graphs == "whole-step",
+            compile_backend=workload.compile_backend,
+        )
 
     def make_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, options: Pi05Options) -> Step:
         """The standard step (loss, backward, clip at 1.0, AdamW), or the same replayed from one CUDA graph."""

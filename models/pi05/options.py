@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
+from ..optimizers import AdamWKind
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, parse, to_plain
 from ..siglip import Fc1Bias
@@ -64,11 +65,8 @@ class Pi05Options:
     prefix_tail: bool = True
     fused_qkv: bool = False
     fused_gate_up: bool = False
-    # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; the gradient
-    # clipping folded into the update (models/clipped_adamw.py): fused-clip, as the fused kernel's gradient scale;
-    # compiled, with the update compiled as one function; triton-clip, the clipping and the update in two Triton
-    # kernels over every tensor at once (models/triton_adamw.py, CUDA only)
-    adamw: Literal["foreach", "fused", "fused-clip", "compiled", "triton-clip"] = "foreach"
+    # How openpi's AdamW runs (models/optimizers.py says what each implementation does): every one of them
+    adamw: AdamWKind = "foreach"
     # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
     # (models/whole_step_graph.py); one process, a CUDA device
     cuda_graphs: Literal["none", "whole-step"] = "none"
