@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from ..compile_units import CompileTuning
 from ..family import DdpFlags
 from ..fp8 import Fp8Recipe
 from ..optimizers import AdamWKind
@@ -42,11 +43,11 @@ class Pi05Options:
     # SigLIP runs once over every camera of the batch (the cameras stacked on the batch dimension: larger GEMMs,
     # half the launches with two cameras) instead of once per camera as openpi and LeRobot run it; the same values
     batch_cameras: bool = False
-    # How inductor picks the kernels of every compile unit (the inductor backend only; techniques.COMPILE_TUNING):
+    # How inductor picks the kernels of every compile unit (the inductor backend only; models/compile_units.py):
     # its heuristics; its pointwise and reduction kernels' block sizes refined by coordinate descent; or each GEMM
     # benchmarked among cuBLAS and its Triton templates, with the pointwise work after it fused into the template's
     # epilogue where that is faster (max_autotune_gemm). The last two benchmark candidates while compiling
-    compile_tuning: Literal["default", "coordinate-descent", "max-autotune-gemm"] = "default"
+    compile_tuning: CompileTuning = "default"
     # Where SigLIP's fc1 adds its bias: in the GEMM (nn.Linear, as openpi and LeRobot), or in the GELU's kernel after
     # a GEMM without bias (models/siglip.py VisionMLP says why); plain bf16/fp32 linears only (FP8 ones add their own)
     vision_fc1_bias: Fc1Bias = "gemm"
