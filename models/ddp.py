@@ -42,8 +42,8 @@ CommHook = Literal["bf16_compress", "fp16_compress"]
 class DdpFlags:
     """How data-parallel processes average gradients: torch's DistributedDataParallel with the flags a rung
     sets (unset ones keep DDP's defaults) and a gradient compression hook, or `implementation: buckets` (the
-    reverse-order contiguous buckets of `BucketedDataParallel`, one asynchronous all-reduce per bucket in `bucket_dtype`).
-    The harness owns the processes and applies them; a family only declares them."""
+    reverse-order contiguous buckets of `BucketedDataParallel`, one asynchronous all-reduce per bucket in
+    `bucket_dtype`). The harness owns the processes and applies them; a family only declares them."""
 
     implementation: Literal["torch-ddp", "buckets"] = "torch-ddp"
     find_unused_parameters: bool | None = None

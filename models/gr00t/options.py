@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..family import DdpFlags
-from ..fp8 import Fp8Recipe
+from ..fp8 import Fp8Recipe, LinearKind
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, SchemaError, parse, to_plain
 from ..siglip import Fc1Bias
@@ -15,7 +15,6 @@ from .attention import AttentionKind
 
 # none: eager; per-block: every SigLIP2 layer, LLM layer and DiT block its own compile unit.
 Compile = Literal["none", "per-block"]
-LinearKind = Literal["bf16", "fp8"]
 # The AdamW implementations of models/optimizers.py (AdamWKind) that GR00T offers. Not fused-clip nor triton-clip:
 # both were made and measured for Pi0.5's bf16 gradients (clip_grad_norm_'s multiply has no foreach fast path for
 # them), while GR00T's trainable weights and gradients are fp32, and neither has run under GR00T's per-shape graphs

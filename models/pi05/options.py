@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from ..compile_units import CompileTuning
 from ..family import DdpFlags
-from ..fp8 import Fp8Recipe
+from ..fp8 import Fp8Recipe, LinearKind
 from ..optimizers import AdamWKind
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, parse, to_plain
@@ -16,7 +16,6 @@ from ..siglip import Fc1Bias
 from .attention import AttentionKind
 
 Compile = Literal["none", "backbone", "per-layer"]
-LinearKind = Literal["bf16", "fp8"]
 # Where the flow time comes from: "harness" (drawn with the batch from the seed), or drawn inside the step:
 # "distributions" (torch.distributions.Beta, LeRobot's generic path) or "fast" (u ** (1/1.5)).
 TimeSampling = Literal["harness", "distributions", "fast"]
