@@ -28,7 +28,7 @@ class RungSpec:
     options: dict = dataclasses.field(default_factory=dict)  # the rung's cumulative options, as written
     loader: dict = dataclasses.field(default_factory=dict)  # the rung's cumulative `loader:` options
     peak_flops: float | None = None  # the target's bf16 peak, for MFU
-    fp8: bool = False  # the kernel floor: the device has FP8 (its GEMMs are timed in FP8 too)
+    floor_fp8: bool = False  # the kernel floor's process only: time its GEMMs in FP8 too (the device has FP8)
     rung: str | None = None  # a training run: the rung it trains
     grad_accum: int = 1  # a training run: micro-batches per optimizer step (workload.batch_size each)
 

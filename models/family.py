@@ -16,57 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol, get_args, get_type_hints
+from typing import Any, Protocol, get_args, get_type_hints
 
 import torch
 from torch import nn
 
 from .clipped_adamw import ClipsInStep
-from .schema import POSITIVE, SchemaError, parse, to_plain
+from .ddp import CommHook, DdpFlags
+from .schema import SchemaError, parse, to_plain
 from .workload import Dtype, Workload
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
-CommHook = Literal["bf16_compress", "fp16_compress"]
-
-
-@dataclass(frozen=True)
-class DdpFlags:
-    """How data-parallel processes average gradients: torch's DistributedDataParallel with the flags a rung
-    sets (unset ones keep DDP's defaults) and a gradient compression hook, or `implementation: buckets` (the
-    harness's own reverse-order contiguous buckets, one asynchronous all-reduce per bucket in `bucket_dtype`).
-    The harness owns the processes and applies them; a family only declares them."""
-
-    implementation: Literal["torch-ddp", "buckets"] = "torch-ddp"
-    find_unused_parameters: bool | None = None
-    static_graph: bool | None = None
-    gradient_as_bucket_view: bool | None = None
-    bucket_cap_mb: Annotated[float, POSITIVE] | None = None
-    comm_hook: CommHook | None = None
-    bucket_dtype: Literal["bf16", "fp32"] | None = None  # buckets only (default bf16)
-    # buckets only: reverse parameter order (LoongForge's, the default), or the order the first synchronised
-    # backward produced the gradients in (buckets rebuilt after it, as torch DDP rebuilds its own)
-    bucket_order: Literal["reverse", "arrival"] | None = None
-
-    def __post_init__(self):
-        ddp_only = ("find_unused_parameters", "static_graph", "gradient_as_bucket_view", "comm_hook")
-        if self.implementation == "buckets" and any(getattr(self, k) is not None for k in ddp_only):
-            raise SchemaError(
-                next(k for k in ddp_only if getattr(self, k) is not None),
-                "no torch-ddp flag with implementation: buckets",
-                "one",
-            )
-        if self.implementation == "torch-ddp" and self.bucket_dtype is not None:
-            raise SchemaError("bucket_dtype", "implementation: buckets (DDP compresses with comm_hook)", "torch-ddp")
-        if self.implementation == "torch-ddp" and self.bucket_order is not None:
-            raise SchemaError("bucket_order", "implementation: buckets (DDP orders its own buckets)", "torch-ddp")
-
-    def as_dict(self) -> dict:
-        """DistributedDataParallel's keyword arguments and the hook (torch-ddp)."""
-        return {
-            k: v
-            for k, v in to_plain(self).items()
-            if v is not None and k not in ("implementation", "bucket_dtype", "bucket_order")
-        }
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from torch import nn
 from .extras import SetupError, pip_install
 from .recompute import name_matches
 
+# A family's `linear` option: its selected linears train in the model's dtype, or in FP8 (apply_fp8)
+LinearKind = Literal["bf16", "fp8"]
 # tensorwise: one scale per tensor, cuBLAS FP8 GEMM (fastest); rowwise: one scale per row, CUTLASS (more accurate)
 Fp8Recipe = Literal["tensorwise", "rowwise"]
 RECIPES = get_args(Fp8Recipe)

@@ -1,7 +1,7 @@
 """Whether inductor's Triton GEMM templates, with the GELU and its backward fused into their epilogues, beat cuBLAS
 on the pi05-beyond workload's bf16 layers: one Gemma MLP (32 samples x 712 prefix tokens, 2048 -> 16384 -> 2048)
 and one SigLIP layer (32 samples x 2 cameras of 256 patches, batched), forward and backward, compiled as the
-per-layer compile units are, with `compile_tuning: default` and `max-autotune-gemm` (models/pi05/techniques.py).
+per-layer compile units are, with `compile_tuning: default` and `max-autotune-gemm` (models/compile_units.py).
 
 The bf16 step's profile puts Gemma's GELU x up and its backward at 26.6 ms a step, each one pass over a
 [22784, 16384] tensor that the GEMM beside it has just written or is about to read. In a GEMM's epilogue that pass
@@ -31,9 +31,9 @@ from fp8_mlp_casts import kernel_totals  # noqa: E402
 from optimizer_step_gaps import event_ms, forward_backward, graphed, measure  # noqa: E402
 
 from harness.results import provenance  # noqa: E402
+from models.compile_units import COMPILE_TUNING  # noqa: E402
 from models.pi05.config import FULL  # noqa: E402
 from models.pi05.model import GemmaMLP, vision_kernel  # noqa: E402
-from models.pi05.techniques import COMPILE_TUNING  # noqa: E402
 from models.siglip import VisionLayer  # noqa: E402
 
 TUNINGS = ("default", "max-autotune-gemm")

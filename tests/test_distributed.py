@@ -121,7 +121,7 @@ def test_buckets_are_reverse_order_and_bounded():
     import torch.distributed as dist
     from torch import nn
 
-    from harness.ladder.grad_buckets import BucketedDataParallel
+    from models.ddp import BucketedDataParallel
 
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -159,7 +159,7 @@ def test_arrival_order_buckets_are_rebuilt_after_the_first_backward():
     import torch.distributed as dist
     from torch import nn
 
-    from harness.ladder.grad_buckets import BucketedDataParallel
+    from models.ddp import BucketedDataParallel
 
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -203,6 +203,23 @@ def test_bucket_order_is_a_buckets_flag():
     assert flags.bucket_order == "arrival" and "bucket_order" not in flags.as_dict()
     with pytest.raises(SchemaError, match="bucket_order: expected implementation: buckets"):
         parse(DdpFlags, {"bucket_order": "arrival"})
+
+
+def test_the_wrapper_made_from_flags_takes_their_values_or_the_defaults():
+    import torch.distributed as dist
+    from torch import nn
+
+    from models.ddp import BUCKET_MB, BucketedDataParallel, DdpFlags, bucket_settings
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    assert bucket_settings(DdpFlags(implementation="buckets")) == (BUCKET_MB, "bf16", "reverse")
+    flags = DdpFlags(implementation="buckets", bucket_cap_mb=0.005, bucket_dtype="fp32", bucket_order="arrival")
+    model = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 32))
+    wrapped = BucketedDataParallel.from_flags(model, flags)
+    # 1,310 fp32 elements a bucket, in reverse order: the last layer's bias and weight and the first's bias, then its weight
+    assert [len(b.params) for b in wrapped.buckets] == [3, 1]
+    assert wrapped.buckets[0].buffer.dtype == torch.float32 and wrapped._arrivals == []
 
 
 def test_torchrun_command():

@@ -127,6 +127,16 @@ def test_compiled_blocks_match_eager(batch):
         assert torch.allclose(g, base_grads[name], rtol=1e-3, atol=1e-6), name
 
 
+def test_compile_compiles_every_block_with_the_shared_call(monkeypatch):
+    """`compile: per-block` compiles each unit as every family does (models/compile_units.py): in place, fullgraph,
+    the workload's backend, and no inductor tuning (GR00T offers none)."""
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: calls.append(kwargs))
+    built = FAMILY.build("tiny", parse_options({"compile": "per-block"}), WORKLOAD, "cpu", torch.float32, 0)
+    assert len(calls) == len(built.applied.compile_units) == 2 + 4 + 4  # SigLIP2 layers, LLM layers, DiT blocks
+    assert all(kwargs == {"backend": "aot_eager", "fullgraph": True} for kwargs in calls)
+
+
 def test_flops_and_notes():
     full = replace(WORKLOAD, model_size="full", batch_size=16, text_tokens=92, action_horizon=50, dtype="bf16")
     assert FAMILY.flops_per_sample("full", full) / 1e12 == pytest.approx(1.51, abs=0.005)

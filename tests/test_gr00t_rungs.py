@@ -104,7 +104,9 @@ def test_in_graph_gradient_sync_options_and_refusals():
     assert not step.in_graph  # one process, no wrapper: nothing to synchronise
     wrapper = nn.Module()  # a wrapper without the buckets' hooks (torch DDP's reducer cannot be captured)
     wrapper.module = model
-    with pytest.raises(ValueError, match="grad_sync: in-graph needs the harness's gradient buckets"):
+    with pytest.raises(
+        ValueError, match="grad_sync: in-graph needs the gradient buckets of ddp implementation: buckets"
+    ):
         GraphedStep(FAMILY.loss, wrapper, optimizer, 64, 0, grad_sync="in-graph")
     notes = FAMILY.rung_notes({"vl_pad": 64, "cuda_graphs": True}, in_graph, WORKLOAD, processes=2)
     assert any("captured into the graph" in n for n in notes)
@@ -409,12 +411,12 @@ def test_compiled_optimizer_trains_as_the_reference_optimizer():
 
 @needs_cuda
 def test_in_graph_gradient_sync_captures_the_buckets_all_reduce():
-    """The harness's buckets around the model on a one-rank NCCL group, the all-reduce captured into the graph:
+    """The bucketed wrapper (models/ddp.py) around the model on a one-rank NCCL group, the all-reduce captured into the graph:
     the gradients after each replay are eager's (averaging over one rank is the identity, in fp32 buckets), a
     step under no_sync() replays a graph of its own, and no timing event was recorded (none can be captured)."""
     import torch.distributed as dist
 
-    from harness.ladder.grad_buckets import BucketedDataParallel
+    from models.ddp import BucketedDataParallel
 
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

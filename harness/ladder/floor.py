@@ -188,14 +188,14 @@ def _time_attention_call(once: Callable[[], None], device) -> tuple[float, str]:
         return _time(once, device), f"per call (graph capture failed: {_error(exc)})"
 
 
-def measure_floor(family, size: str, workload: Workload, device, fp8: bool, progress=print) -> dict:
+def measure_floor(family, size: str, workload: Workload, device, with_fp8: bool, progress=print) -> dict:
     """The floor of `workload` on `device`: per-shape times, totals and samples/s in the workload's dtype and,
-    where the device has FP8, with the FP8 rung's linears in FP8."""
+    `with_fp8` (the device has FP8), with the FP8 rung's linears in FP8 too."""
     forward, attention = family.floor_ops(size, workload)
     dtype = TORCH_DTYPES[workload.dtype]
     gemms, cache = [], {}
     base = workload.dtype  # the workload's own precision (bf16 on GPUs), and FP8 beside it where the device has it
-    precisions = (base, "fp8") if fp8 else (base,)
+    precisions = (base, "fp8") if with_fp8 else (base,)
     for layer, step, m, n, k in training_gemms(forward):
         for precision in precisions:
             use_fp8 = precision == "fp8" and fp8_eligible(layer)
@@ -301,7 +301,7 @@ def main(argv: list[str]) -> int:
         spec = RungSpec.from_dict(json.load(f))
     device = get_device(spec.backend)
     family = get_family(spec.model)
-    floor = measure_floor(family, spec.workload.model_size, spec.workload, device, spec.fp8)
+    floor = measure_floor(family, spec.workload.model_size, spec.workload, device, spec.floor_fp8)
     with open(out_path, "w") as f:
         json.dump(floor, f)
     return 0

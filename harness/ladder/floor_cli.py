@@ -46,7 +46,7 @@ def cmd_floor(args) -> int:
         return fail(error)
     out = args.out or default_out(scenario, target.name, "-floor")
     check_out_file(out, overwrite=args.overwrite)
-    spec = dataclasses.replace(scenario_spec(scenario, target), fp8="fp8" in capabilities(target))
+    spec = dataclasses.replace(scenario_spec(scenario, target), floor_fp8="fp8" in capabilities(target))
     device = get_device(target.backend, target_name=target.name)
     floor = measure_floor_process(spec, print, timeout)
     header = {

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from models import ModelFamily, get_family
+from models.ddp import BucketedDataParallel
 from models.family import TORCH_DTYPES, Applied, DdpFlags, Step
 from models.schema import parse
 from models.workload import Workload
@@ -28,7 +29,6 @@ from ..machine.probe import MachineProbe
 from ..spec import RungSpec
 from ..stats.timing import mfu, summarize_steps
 from .distributed import PROCESS_GROUP_BACKEND, context_from_env, gather, init_process_group, shard
-from .grad_buckets import BucketedDataParallel
 from .sabotage import apply_sabotage, configured_sabotage
 
 GIB = 1024**3
@@ -62,13 +62,7 @@ def wrap_ddp(model: torch.nn.Module, flags: DdpFlags, applied: Applied, device: 
     if flags.implementation == "buckets":
         if dist.get_world_size() == 1:
             return model  # averaging over one process is the identity: nothing to wrap, nothing to overlap
-        return BucketedDataParallel(
-            model,
-            flags.bucket_cap_mb or 400.0,
-            flags.bucket_dtype or "bf16",
-            event=device.event,
-            order=flags.bucket_order or "reverse",
-        )
+        return BucketedDataParallel.from_flags(model, flags, event=device.event)
     kwargs = flags.as_dict()
     hook = kwargs.pop("comm_hook", None)
     device_ids = None if device.torch_device.type == "cpu" else [torch.device(device.torch_device).index or 0]

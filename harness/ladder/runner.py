@@ -310,7 +310,7 @@ class _Run:
         self.writer = ResultWriter(self.out_path, {**self.header, "rungs": self.ordered_rungs()})
         if plan.floor:
             self.progress(f"kernel floor of the workload on {self.target.name}")
-            floor_spec = dataclasses.replace(self.spec, fp8="fp8" in self.caps)
+            floor_spec = dataclasses.replace(self.spec, floor_fp8="fp8" in self.caps)
             floor = measure_floor_process(floor_spec, self.progress, plan.rung_timeout_s)
             self.writer.set("floor", floor)
         todo = [r for r in scenario.ladder if r.name in selected]

@@ -17,11 +17,11 @@ at launch, and the replay advances the generator by the graph's whole consumptio
 masks an eager step would (see the note "CUDA Graph-safe RNG states" in ATen/cuda/CUDAGeneratorImpl.h).
 
 Gradients and data parallelism: a replay runs no Python and no autograd engine, so no autograd hook fires, not
-DDP's reducer nor the harness's bucket hooks. By default (`grad_sync: after-graph`, LoongForge's
+DDP's reducer nor the bucketed wrapper's hooks (models/ddp.py). By default (`grad_sync: after-graph`, LoongForge's
 `--no-cuda-graph-ddp-sync-in-graph`) the capture therefore runs the unwrapped module under the wrapper's
 `no_sync()` (no collective is captured), and after each replay the step averages the gradients itself, in
 reverse-order buckets of the rung's bucket size and communication dtype. That all-reduce is exposed: it no
-longer overlaps backward. With `grad_sync: in-graph` (the harness's buckets only) the capture lets the bucket
+longer overlaps backward. With `grad_sync: in-graph` (the bucketed wrapper only) the capture lets the bucket
 hooks fire: each bucket's pack, asynchronous all-reduce (NCCL, which CUDA graphs can capture) and unpack are
 recorded into the graph, so a replay runs each bucket's all-reduce beside the rest of backward, as the eager
 step does. The wrapper's timing events are off while capturing, and a step under `no_sync()` (the harness's
@@ -38,7 +38,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..family import DdpFlags, clip_and_step
+from ..ddp import COMM_DTYPES, BucketedDataParallel, DdpFlags, bucket_settings, split_buckets
+from ..family import clip_and_step
 from ..graph_capture import (
     WARMUP,
     check_learning_rates,
@@ -62,10 +63,11 @@ class Captured:
 
 def comm_settings(flags: DdpFlags | None) -> tuple[float, torch.dtype]:
     """Bucket size (MB) and communication dtype of the out-of-graph all-reduce, from the rung's DDP flags:
-    the harness's buckets (400 MB, bf16 by default), or DDP's 25 MB with its compression hook's dtype."""
+    the bucketed wrapper's (models/ddp.py: 400 MB, bf16 by default), or DDP's 25 MB with its compression hook's
+    dtype."""
     if flags is not None and flags.implementation == "buckets":
-        dtype = torch.float32 if flags.bucket_dtype == "fp32" else torch.bfloat16
-        return flags.bucket_cap_mb or 400.0, dtype
+        bucket_mb, dtype, _ = bucket_settings(flags)
+        return bucket_mb, COMM_DTYPES[dtype]
     hook = flags.comm_hook if flags is not None else None
     dtype = {"bf16_compress": torch.bfloat16, "fp16_compress": torch.float16}.get(hook, torch.float32)
     return (flags.bucket_cap_mb if flags is not None and flags.bucket_cap_mb else 25.0), dtype
@@ -73,19 +75,11 @@ def comm_settings(flags: DdpFlags | None) -> tuple[float, torch.dtype]:
 
 def average_gradients(grads: list[torch.Tensor], bucket_mb: float, dtype: torch.dtype, group=None) -> None:
     """Average gradients over the process group in place: reverse order (the order backward produced them),
-    packed into contiguous buckets of at most `bucket_mb` in `dtype`, one asynchronous all-reduce per bucket."""
+    packed into contiguous buckets of at most `bucket_mb` in `dtype` (the bucketed wrapper's split), one
+    asynchronous all-reduce per bucket."""
     world = dist.get_world_size(group)
-    limit = bucket_mb * 2**20 / torch.finfo(dtype).bits * 8  # elements per bucket
-    buckets, current = [], []
-    for g in reversed(grads):
-        if current and sum(t.numel() for t in current) + g.numel() > limit:
-            buckets.append(current)
-            current = []
-        current.append(g)
-    if current:
-        buckets.append(current)
     pending = []
-    for bucket in buckets:
+    for bucket in split_buckets(grads[::-1], bucket_mb, dtype):
         flat = torch.cat([g.reshape(-1).to(dtype) for g in bucket])
         pending.append((dist.all_reduce(flat, group=group, async_op=True), flat, bucket))
     for work, flat, bucket in pending:
@@ -98,8 +92,8 @@ def average_gradients(grads: list[torch.Tensor], bucket_mb: float, dtype: torch.
 
 
 def _syncing(wrapper: nn.Module) -> bool:
-    """False inside the wrapper's no_sync() (torch DDP's flag, or the harness's bucketed wrapper's)."""
-    return bool(getattr(wrapper, "require_backward_grad_sync", getattr(wrapper, "_syncing", True)))
+    """False inside the wrapper's no_sync() (torch DDP's flag, or the bucketed wrapper's)."""
+    return bool(getattr(wrapper, "require_backward_grad_sync", getattr(wrapper, "syncing", True)))
 
 
 @contextlib.contextmanager
@@ -134,10 +128,10 @@ class GraphedStep:
         self.module = getattr(model, "module", model)  # a DDP or bucketed wrapper holds the model as .module
         if grad_sync not in ("after-graph", "in-graph"):
             raise ValueError(f"grad_sync: expected after-graph or in-graph, got {grad_sync!r}")
-        # in-graph: only with a wrapper (one process has nothing to synchronise), and only the harness's buckets
+        # in-graph: only with a wrapper (one process has nothing to synchronise), and only the bucketed one
         self.in_graph = grad_sync == "in-graph" and model is not self.module
-        if self.in_graph and not hasattr(model, "untimed"):
-            raise ValueError("grad_sync: in-graph needs the harness's gradient buckets (ddp implementation: buckets)")
+        if self.in_graph and not isinstance(model, BucketedDataParallel):
+            raise ValueError("grad_sync: in-graph needs the gradient buckets of ddp implementation: buckets")
         if graph_optimizer and not all(group.get("capturable") for group in optimizer.param_groups):
             raise ValueError("graph_optimizer: needs an optimizer made with capturable=True")
         self.loss_fn, self.optimizer, self.clip, self.warmup = loss_fn, optimizer, clip, warmup

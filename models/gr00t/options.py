@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..family import DdpFlags
-from ..fp8 import Fp8Recipe
+from ..fp8 import Fp8Recipe, LinearKind
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, SchemaError, parse, to_plain
 from ..siglip import Fc1Bias
@@ -15,7 +15,11 @@ from .attention import AttentionKind
 
 # none: eager; per-block: every SigLIP2 layer, LLM layer and DiT block its own compile unit.
 Compile = Literal["none", "per-block"]
-LinearKind = Literal["bf16", "fp8"]
+# The AdamW implementations of models/optimizers.py (AdamWKind) that GR00T offers. Not fused-clip nor triton-clip:
+# both were made and measured for Pi0.5's bf16 gradients (clip_grad_norm_'s multiply has no foreach fast path for
+# them), while GR00T's trainable weights and gradients are fp32, and neither has run under GR00T's per-shape graphs
+# (`graph_optimizer`), whose gradient tensors change with the shape.
+Gr00tAdamW = Literal["foreach", "fused", "compiled"]
 
 
 @dataclass(frozen=True)
@@ -39,10 +43,8 @@ class Gr00tOptions:
     # One CUDA graph per micro-batch shape holding forward and backward (LoongForge's per-micro-batch graphs);
     # the optimizer step, clipping and the gradient all-reduce stay outside. Needs vl_pad (fixed shapes).
     cuda_graphs: bool = False
-    # torch AdamW's implementation: foreach (torch's default, as transformers' adamw_torch trains) or fused; or
-    # compiled: the gradient clipping folded into the AdamW update, compiled as one function
-    # (models/clipped_adamw.py: the gradients read twice per step instead of read three times and written once)
-    adamw: Literal["foreach", "fused", "compiled"] = "foreach"
+    # How the reference's AdamW runs (models/optimizers.py says what each implementation does), among GR00T's
+    adamw: Gr00tAdamW = "foreach"
     # Where the gradient all-reduce of several processes runs with cuda_graphs: after-graph (LoongForge's
     # default: after each replay, exposed) or in-graph (each bucket's all-reduce captured into the graph where
     # backward produced it, overlapping the rest of backward; needs ddp implementation: buckets)

@@ -10,6 +10,7 @@ import re
 import torch
 from torch import nn
 
+from ..compile_units import compile_units
 from ..family import Applied
 from ..fp8 import MIN_FEATURES, apply_fp8, fp8_candidates
 from ..recompute import apply_recompute, unwrapped_name
@@ -44,9 +45,9 @@ def apply_linear(
 
 
 def apply_compile(model: Gr00tModel, mode: str, backend: str = "inductor") -> list[str]:
-    """Compile units, compiled in place (`nn.Module.compile`, names unchanged), fullgraph so that a graph break
-    is an error; returns their names. per-block: each SigLIP2 layer, LLM layer and DiT block (layers of a stack
-    share code and shapes, so one graph serves them all; DiT self- and cross-attention blocks get one each)."""
+    """Compile units, compiled in place (models/compile_units.py); returns their names. per-block: each SigLIP2
+    layer, LLM layer and DiT block (layers of a stack share code and shapes, so one graph serves them all; DiT self-
+    and cross-attention blocks get one each)."""
     if mode == "none":
         return []
     if mode != "per-block":
@@ -54,9 +55,7 @@ def apply_compile(model: Gr00tModel, mode: str, backend: str = "inductor") -> li
     units = {f"vision.layers.{i}": m for i, m in enumerate(model.vision.layers)}
     units.update({f"llm.layers.{i}": m for i, m in enumerate(model.llm.layers)})
     units.update({f"dit.blocks.{i}": m for i, m in enumerate(model.dit.blocks)})
-    for module in units.values():
-        module.compile(backend=backend, fullgraph=True)
-    return list(units)
+    return compile_units(units, backend)
 
 
 def apply_recompute_option(model: Gr00tModel, recompute) -> list[str]:

@@ -8,7 +8,7 @@
     tokenizer.model             the SentencePiece tokenizer trained with, when it was a file
 
 Training normalises state and actions with the dataset's quantiles (epsilon only where a range is zero), pads
-the state to 32 values and discretises it into the prompt (models/pi05/__init__.py, `data_processor`): the
+the state to 32 values and discretises it into the prompt (models/pi05/family.py, `data_processor`): the
 config and preprocessor files say exactly that, so the evaluation preprocesses as training did.
 """
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from ..compile_units import CompileTuning
 from ..family import DdpFlags
-from ..fp8 import Fp8Recipe
+from ..fp8 import Fp8Recipe, LinearKind
+from ..optimizers import AdamWKind
 from ..recompute import RecomputePatterns
 from ..schema import Bounds, parse, to_plain
 from ..siglip import Fc1Bias
 from .attention import AttentionKind
 
 Compile = Literal["none", "backbone", "per-layer"]
-LinearKind = Literal["bf16", "fp8"]
 # Where the flow time comes from: "harness" (drawn with the batch from the seed), or drawn inside the step:
 # "distributions" (torch.distributions.Beta, LeRobot's generic path) or "fast" (u ** (1/1.5)).
 TimeSampling = Literal["harness", "distributions", "fast"]
@@ -41,11 +42,11 @@ class Pi05Options:
     # SigLIP runs once over every camera of the batch (the cameras stacked on the batch dimension: larger GEMMs,
     # half the launches with two cameras) instead of once per camera as openpi and LeRobot run it; the same values
     batch_cameras: bool = False
-    # How inductor picks the kernels of every compile unit (the inductor backend only; techniques.COMPILE_TUNING):
+    # How inductor picks the kernels of every compile unit (the inductor backend only; models/compile_units.py):
     # its heuristics; its pointwise and reduction kernels' block sizes refined by coordinate descent; or each GEMM
     # benchmarked among cuBLAS and its Triton templates, with the pointwise work after it fused into the template's
     # epilogue where that is faster (max_autotune_gemm). The last two benchmark candidates while compiling
-    compile_tuning: Literal["default", "coordinate-descent", "max-autotune-gemm"] = "default"
+    compile_tuning: CompileTuning = "default"
     # Where SigLIP's fc1 adds its bias: in the GEMM (nn.Linear, as openpi and LeRobot), or in the GELU's kernel after
     # a GEMM without bias (models/siglip.py VisionMLP says why); plain bf16/fp32 linears only (FP8 ones add their own)
     vision_fc1_bias: Fc1Bias = "gemm"
@@ -64,11 +65,8 @@ class Pi05Options:
     prefix_tail: bool = True
     fused_qkv: bool = False
     fused_gate_up: bool = False
-    # torch AdamW's implementation: foreach (torch's default, as openpi and LeRobot train) or fused; the gradient
-    # clipping folded into the update (models/clipped_adamw.py): fused-clip, as the fused kernel's gradient scale;
-    # compiled, with the update compiled as one function; triton-clip, the clipping and the update in two Triton
-    # kernels over every tensor at once (models/triton_adamw.py, CUDA only)
-    adamw: Literal["foreach", "fused", "fused-clip", "compiled", "triton-clip"] = "foreach"
+    # How openpi's AdamW runs (models/optimizers.py says what each implementation does): every one of them
+    adamw: AdamWKind = "foreach"
     # whole-step: forward, backward, clipping and the optimizer step replayed from one CUDA graph
     # (models/whole_step_graph.py); one process, a CUDA device
     cuda_graphs: Literal["none", "whole-step"] = "none"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..compile_units import CompileTuning, compile_units
 from ..family import Applied
 from ..fp8 import apply_fp8, fp8_filter
 from ..fused import fuse_linears
@@ -133,26 +134,10 @@ def apply_recompute_option(model: Pi05Model, recompute) -> list[str]:
     return apply_recompute(model, NESTED_FULL if recompute == "nested-full" else recompute.patterns)
 
 
-# `compile_tuning` -> the inductor options every compile unit gets. coordinate-descent: its generated kernels' block
-# sizes refined by benchmarking. max-autotune-gemm: each GEMM shape benchmarked among cuBLAS and inductor's Triton
-# GEMM templates (the persistent TMA ones on Hopper too), with the pointwise work after a template fused into its
-# epilogue and kept only where the fused kernel beats the GEMM and a separate one: where the GELU and its backward
-# could stop writing and re-reading the MLPs' widest tensors, if a Triton GEMM keeps up with cuBLAS
-COMPILE_TUNING: dict[str, dict] = {
-    "default": {},
-    "coordinate-descent": {"coordinate_descent_tuning": True},
-    "max-autotune-gemm": {
-        "max_autotune_gemm": True,
-        "max_autotune_gemm_backends": "ATEN,TRITON",
-        "triton.enable_persistent_tma_matmul": True,
-    },
-}
-
-
 def apply_compile(
-    model: Pi05Model, mode: str, backend: str = "inductor", vision: bool = False, tuning: str = "default"
+    model: Pi05Model, mode: str, backend: str = "inductor", vision: bool = False, tuning: CompileTuning = "default"
 ) -> list[str]:
-    """Compile units, compiled in place (`nn.Module.compile`, names unchanged); returns their names.
+    """Compile units, compiled in place (models/compile_units.py); returns their names.
 
     backbone: one unit for the fixed-shape joint layers and final norms, fullgraph so that a graph
       break is an error. The vision loop and prefix assembly stay eager (their shapes and Python
@@ -162,8 +147,7 @@ def apply_compile(
       Backward then finishes each layer's gradients separately, which lets DDP all-reduce them while
       the layers below still run backward.
     vision: also each SigLIP layer its own unit (with its recompute wrapper, as the joint layers).
-    tuning: inductor's options for every unit (COMPILE_TUNING; the inductor backend only: other backends
-      generate no kernels to tune).
+    tuning: inductor's options for every unit (models/compile_units.py COMPILE_TUNING).
     """
     units: dict[str, nn.Module] = {}
     if vision:
@@ -184,11 +168,7 @@ def apply_compile(
         )
     elif mode != "none":
         raise ValueError(f"unknown compile mode {mode!r}")
-    tuned = COMPILE_TUNING[tuning] if backend == "inductor" else {}
-    options = {"options": tuned} if tuned else {}
-    for module in units.values():
-        module.compile(backend=backend, fullgraph=True, **options)
-    return list(units)
+    return compile_units(units, backend, tuning)
 
 
 def apply_options(model: Pi05Model, options: Pi05Options, compile_backend: str = "inductor") -> Applied:
