@@ -26,7 +26,7 @@ class DataLoader:
 
 @dataclass(frozen=True)
 class DataPathFile:
-    """What `vlabench profile --data-only --out` writes (harness/ladder/profile_cli.py data_only)."""
+    """What `vlabench profile --data-only --out` writes (harness/commands/profile.py data_only)."""
 
     __open_schema__ = True
     scenario: str

@@ -54,7 +54,7 @@ class DeviceBlock:
 
 @dataclass(frozen=True)
 class ProfileFile:
-    """What `vlabench profile --out` writes (harness/ladder/profile_cli.py write_profile)."""
+    """What `vlabench profile --out` writes (harness/commands/profile.py write_profile)."""
 
     __open_schema__ = True
     scenario: str
@@ -122,7 +122,7 @@ class Profile(ResultKind):
 
 
 def _title(data: dict) -> str:
-    """The name `vlabench profile` printed the table under (harness/ladder/profile_cli.py cmd_profile)."""
+    """The name `vlabench profile` printed the table under (harness/commands/profile.py cmd_profile)."""
     return f"{data['scenario']}/{data['rung']} on {data['target']}, batch {data['batch_size']}"
 
 

@@ -171,9 +171,9 @@ def check_dataset(
     data = workload.data
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
-    from ..data.cli import make_missing
     from ..data.dataset import preflight
     from ..data.errors import DatasetError
+    from ..data.make import make_missing
 
     if data == "synthetic":
         raise InputError(

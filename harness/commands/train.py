@@ -10,7 +10,7 @@ from .. import kinds
 from ..arguments import renamed_flag
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
-from .recipe import OPENPI_PI05_LIBERO, Recipe
+from ..train.recipe import OPENPI_PI05_LIBERO, Recipe
 
 
 def add_train_arguments(p) -> None:
@@ -88,7 +88,7 @@ def _check_dataset(path: str) -> None:
 def plan_from_args(args):
     from ..arguments import resolve_target, workload_flag
     from ..scenario import load_scenario
-    from .setup import TrainPlan
+    from ..train.setup import TrainPlan
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
     workload_flag("--batch-size", "batch_size", args.batch_size)
@@ -145,8 +145,8 @@ def _loader_flags(args) -> dict | None:
 
 
 def cmd_train(args) -> int:
-    from .loop import RESULT_FILE, train
-    from .report import train_table
+    from ..train.loop import RESULT_FILE, train
+    from ..train.report import train_table
 
     plan = plan_from_args(args)
     try:
@@ -164,7 +164,7 @@ def cmd_train(args) -> int:
 
 
 def add_train_check_arguments(p) -> None:
-    from .convergence import DEFAULT_TOLERANCE
+    from ..train.convergence import DEFAULT_TOLERANCE
 
     p.add_argument("results", nargs="+", type=Path, help="train results (train.json) of the rungs to check")
     p.add_argument("--reference", required=True, type=Path, help="the reference run's train.json (e.g. community)")
@@ -174,7 +174,7 @@ def add_train_check_arguments(p) -> None:
 
 def cmd_train_check(args) -> int:
     from ..results import load_result
-    from .convergence import check_convergence, convergence_table
+    from ..train.convergence import check_convergence, convergence_table
 
     at_least("--tolerance", args.tolerance, 0, "a non-negative relative tolerance")
     loaded = []

@@ -10,7 +10,8 @@ from .. import kinds
 from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_FAILED, EXIT_OK, fail
 from ..outputs import check_out_file, positive_seconds
-from .run_cli import default_out, with_dataset
+from ..scenario import with_dataset
+from .run import default_out
 
 
 def add_recompute_sweep_arguments(sweep) -> None:
@@ -42,9 +43,9 @@ def add_recompute_sweep_arguments(sweep) -> None:
 def cmd_recompute_sweep(args) -> int:
     from models import get_family
 
+    from ..ladder.runner import run_scenario
+    from ..ladder.sweep import default_rung, sweep_scenario, sweep_table
     from ..scenario import load_scenario
-    from .runner import run_scenario
-    from .sweep import default_rung, sweep_scenario, sweep_table
 
     positive_seconds("--rung-timeout", args.rung_timeout)
     for flag, field in (
@@ -108,8 +109,8 @@ def _sweep_knobs_error(family, scenario, compile_mode: str | None) -> str | None
 
 def _trainable_on(scenario, target):
     """Whether the target can train a rung of the scenario (with the target's substitutes), as `run` decides."""
+    from ..ladder.runner import unsupported_reason, with_substitutes
     from ..machine.hardware import capabilities
-    from .runner import unsupported_reason, with_substitutes
 
     caps = capabilities(target)
     return lambda rung: (
@@ -125,8 +126,8 @@ def add_recompute_plan_arguments(plan) -> None:
 def cmd_recompute_plan(args) -> int:
     import yaml
 
+    from ..ladder.sweep import plan_recompute, sweep_table
     from ..results import load_result
-    from .sweep import plan_recompute, sweep_table
 
     result = load_result(args.sweep)
     if not kinds.is_kind(result, "recompute-sweep"):

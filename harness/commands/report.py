@@ -23,7 +23,7 @@ def add_report_arguments(rep) -> None:
 
 def cmd_report(args) -> int:
     from ..judge.published import load_published
-    from .report import write_report
+    from ..report.report import write_report
 
     check_out_dir(args.out)
     check_new_files(args.out, ("report.md",), args.force)

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..arguments import renamed_flag
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
-from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
+from ..train.ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
 
 
 def add_train_ladder_arguments(p) -> None:
@@ -44,8 +44,8 @@ def add_train_ladder_arguments(p) -> None:
 
 def _suites(args, settings: dict, folder: Path) -> list[str]:
     """--suites, else those of the ladder --resume continues (its --suites stay), else the eval block's."""
-    from ..eval.main import suite_list
     from ..results import load_result
+    from .eval import suite_list
 
     if args.suites:
         return suite_list(args.suites, "--suites")
@@ -56,11 +56,12 @@ def _suites(args, settings: dict, folder: Path) -> list[str]:
 
 
 def _eval_settings(scenario, args, folder: Path) -> dict:
-    from ..eval.main import _int_list, eval_block
+    from ..eval.main import eval_block
     from ..eval.protocol import SEED, TRIALS
+    from .eval import int_list
 
     settings, _, _ = eval_block(scenario)
-    tasks = _int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
+    tasks = int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
     out = {
         "suites": _suites(args, settings, folder),
         "tasks": tasks,
@@ -82,13 +83,13 @@ def _eval_settings(scenario, args, folder: Path) -> dict:
 
 def _dataset(scenario, target) -> str:
     """The target workload's dataset, made first when missing and its `data.make` says how."""
-    from ..data.cli import make_missing
+    from ..data.make import make_missing
 
     data = scenario.workload_for(target.name).data
     if data == "synthetic":
         raise InputError(scenario.path, "workload.data", "a dataset to train on (data: {dataset: PATH})", "synthetic")
     make_missing(data, say=lambda line: print(line, flush=True))
-    from .cli import _check_dataset
+    from .train import _check_dataset
 
     _check_dataset(data.dataset)
     return data.dataset
@@ -184,8 +185,8 @@ def _seeds(args, workload_seed: int) -> dict:
 
 def cmd_train_ladder(args) -> int:
     from ..judge.train_ladder import judge_runs
-    from .ladder_report import train_ladder_table
-    from .ladder_run import run_train_ladder
+    from ..train.ladder_report import train_ladder_table
+    from ..train.ladder_run import run_train_ladder
 
     plan = plan_from_args(args)
     try:

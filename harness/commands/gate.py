@@ -29,8 +29,8 @@ def add_gate_arguments(gate) -> None:
 
 
 def cmd_gate(args) -> int:
+    from ..judge.gates import Limits, gate_files, recorded_baseline_path
     from ..results import load_result
-    from .gates import Limits, gate_files, recorded_baseline_path
 
     limits = Limits(
         tolerance=fraction("--tolerance", args.tolerance),
@@ -69,7 +69,7 @@ def add_record_arguments(record) -> None:
 
 
 def cmd_record(args) -> int:
-    from .gates import record
+    from ..judge.gates import record
 
     dest, kept = record(args.result, args.results_dir, force=args.force)
     print(f"recorded {args.result} as the baseline {dest}" + (f" (the one it replaced kept as {kept})" if kept else ""))

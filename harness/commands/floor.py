@@ -9,7 +9,7 @@ from pathlib import Path
 from ..arguments import resolve_target
 from ..errors import EXIT_OK, fail
 from ..outputs import check_out_file, positive_seconds
-from .run_cli import default_out
+from .run import default_out
 
 
 def add_floor_arguments(floor) -> None:
@@ -28,12 +28,12 @@ def add_floor_arguments(floor) -> None:
 
 
 def cmd_floor(args) -> int:
+    from ..ladder.runner import measure_floor_process
     from ..machine.hardware import capabilities, get_device
     from ..report.report import floor_table
     from ..results import ResultWriter, provenance
     from ..scenario import load_scenario
     from ..spec import scenario_spec
-    from .runner import measure_floor_process
 
     # --rung-timeout, as on run and recompute-sweep; --timeout is its earlier name, still accepted (hidden)
     timeout_flag, timeout = (

@@ -16,9 +16,9 @@ def cmd_show(args) -> int:
     from tabulate import tabulate_formats
 
     from ..ladder.floor import attach_floors
+    from ..report.report import result_table
     from ..results import load_results
     from ..stats.provenance_checks import provenance_problems
-    from .report import result_table
 
     if args.format not in tabulate_formats:
         raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))

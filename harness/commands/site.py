@@ -17,7 +17,7 @@ def add_site_arguments(site) -> None:
 
 
 def cmd_site(args) -> int:
-    from .site import build_site
+    from ..report.site import build_site
 
     start = time.monotonic()
     written = build_site(args.repo, args.out, force=args.force)

@@ -19,7 +19,7 @@ def add_readme_arguments(readme) -> None:
 
 
 def cmd_readme(args) -> int:
-    from .readme import update_readme
+    from ..report.readme import update_readme
 
     changed = update_readme(Path(args.repo), check=args.check)
     if args.check and changed:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_OK, fail
 from ..outputs import at_least, check_out_file
-from .run_cli import with_dataset
+from ..scenario import with_dataset
 
 
 def add_profile_arguments(prof) -> None:
@@ -34,11 +34,11 @@ def add_profile_arguments(prof) -> None:
 
 
 def cmd_profile(args) -> int:
+    from ..ladder.profile import profile_rung, profile_table
+    from ..ladder.runner import unsupported_reason, with_substitutes
     from ..machine.hardware import capabilities
     from ..scenario import load_scenario
     from ..spec import scenario_spec
-    from .profile import profile_rung, profile_table
-    from .runner import unsupported_reason, with_substitutes
 
     at_least("--steps", args.steps, 1, "a positive number of steps")
     workload_flag("--batch-size", "batch_size", args.batch_size)
@@ -77,8 +77,8 @@ def cmd_profile(args) -> int:
 def data_only(args, scenario, target, rung, spec) -> int:
     """`--data-only`: the rung's input pipeline timed alone (harness/ladder/profile.py data_path_rate)."""
     from ..data.pipeline import feed_kind
-    from .profile import data_path_rate, data_rate_table
-    from .runner import check_dataset
+    from ..ladder.profile import data_path_rate, data_rate_table
+    from ..ladder.runner import check_dataset
 
     if feed_kind(spec.workload.data, spec.loader) == "synthetic":
         return fail(f"--data-only: {args.rung} reads synthetic batches; pass --dataset PATH or a workload data.dataset")
