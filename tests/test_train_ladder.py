@@ -92,8 +92,8 @@ def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypa
     import argparse
 
     from harness.commands import train_ladder as ladder_command
+    from harness.report.train_ladder import train_ladder_table
     from harness.train import ladder_run, loop
-    from harness.train.ladder_report import train_ladder_table
 
     monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
     parser = argparse.ArgumentParser()
@@ -268,7 +268,7 @@ def test_one_seed_gives_the_figures_and_no_verdict_three_seeds_judge():
     test on its trials beside "n/a", never pass or FAIL; the same drop in each of three seeds' runs (seed_runs, as
     train-ladder --seeds 3 writes them) FAILs the success gate over seeds, and a loss 4% high passes the
     convergence over seeds. Judged by today's rules from the records, not the verdicts the result stored."""
-    from harness.train.ladder_report import train_ladder_table
+    from harness.report.train_ladder import train_ladder_table
 
     ref, bad = _rung("community", 38, 40, [0.1] * 10), _rung("fp8", 20, 40, [0.104] * 10)
     ref["train"]["wall_s"], bad["train"]["wall_s"] = 300.0, 100.0

@@ -98,7 +98,7 @@ def cmd_make_dataset(args) -> int:
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
     check_writable(args.out)  # the dataset is written beside --out, then renamed into place
     if args.source == "libero":
-        from ..data.libero_source import libero_episodes
+        from ..eval.demonstrations import libero_episodes
         from .eval import int_list
 
         tasks = int_list(args.tasks, "--tasks") if args.tasks else None

@@ -185,7 +185,7 @@ def _seeds(args, workload_seed: int) -> dict:
 
 def cmd_train_ladder(args) -> int:
     from ..judge.train_ladder import judge_runs
-    from ..train.ladder_report import train_ladder_table
+    from ..report.train_ladder import train_ladder_table
     from ..train.ladder_run import run_train_ladder
 
     plan = plan_from_args(args)

@@ -20,7 +20,7 @@ class TrainLadder(ResultKind):
         super().check(data)
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
-        from ..train.ladder_report import train_ladder_table
+        from ..report.train_ladder import train_ladder_table
 
         return train_ladder_table(data, fmt)
 

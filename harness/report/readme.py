@@ -73,7 +73,7 @@ def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
     shown = newest_comparison(trained)
     if shown is None:
         return []
-    from ..train.ladder_report import time_to_train
+    from .train_ladder import time_to_train
 
     path, result = shown
     faster = time_to_train(result)

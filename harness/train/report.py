@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def _duration(seconds: float | None) -> str:
+def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     if seconds < 120:
@@ -26,7 +26,7 @@ def train_table(result: dict, fmt: str = "simple") -> str:
         f"{t.get('steps_done', 0)}/{t.get('steps_planned', '-')}",
         "-" if t.get("final_loss") is None else f"{t['final_loss']:.4f} (last {t.get('smoothing_window')})",
         "-" if sps is None else f"{sps:.1f}",
-        _duration(t.get("wall_s")),
+        duration(t.get("wall_s")),
         last,
     ]
     headers = ["rung", "size", "steps", "final loss (smoothed)", "samples/s", "wall time", "last checkpoint"]

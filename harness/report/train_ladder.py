@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..judge.seeds import MIN_SEEDS, NOT_JUDGED, too_few
 from ..judge.train_ladder import judge_runs, ladder_runs
-from .ladder import TrainBlock
-from .report import _duration
+from ..train.ladder import TrainBlock
+from ..train.report import duration
 
 _DEFAULTS = TrainBlock(steps=1)  # the tolerances a result without them was judged with
 
@@ -112,7 +112,7 @@ def _row(name: str, records: list[dict], ladder: dict, versus: dict, suites: lis
         label,
         seeds,
         ", ".join(done),
-        _duration(_mean(ok, "wall_s")),
+        duration(_mean(ok, "wall_s")),
         wall_x,
         "-" if sps is None else f"{sps:.0f}",
         speed,
@@ -221,8 +221,8 @@ def time_to_train(result: dict) -> str | None:
         for name in [reference, *versus]
     }
     parts = [
-        f"{name} {over['wall_speedup']:.2f}x faster to train than {reference} ({_duration(walls[name])} against "
-        f"{_duration(walls[reference])} for {ladder['steps']} steps; {_times(over.get('speedup'))} by the median "
+        f"{name} {over['wall_speedup']:.2f}x faster to train than {reference} ({duration(walls[name])} against "
+        f"{duration(walls[reference])} for {ladder['steps']} steps; {_times(over.get('speedup'))} by the median "
         "step's samples/s)"
         for name, over in ((n, v.get("over_seeds") or {}) for n, v in versus.items())
         if over.get("wall_speedup") and walls[name] and walls[reference]
