@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..arguments import chosen_rungs, fraction, resolve_target
 from ..errors import InputError, UsageError
 from ..judge.ab import (
     EXIT_UNUSABLE,
@@ -27,6 +28,7 @@ from ..judge.ab import (
 from ..ladder.processes import signals_as_interrupt
 from ..outputs import check_new_files, check_out_dir
 from ..results import _write_atomic
+from ..scenario import load_scenario
 
 
 def _env(option: str, items: list[str] | None) -> dict[str, str]:
@@ -40,19 +42,14 @@ def _env(option: str, items: list[str] | None) -> dict[str, str]:
 
 
 def config_from_args(args) -> Config:
-    from ..arguments import chosen_rungs
-    from ..arguments import fraction as _fraction
-    from ..arguments import resolve_target as _resolve_target
-    from ..scenario import load_scenario
-
     scenario = load_scenario(args.scenario)
-    target, error = _resolve_target(scenario, args.target)
+    target, error = resolve_target(scenario, args.target)
     if error:
         raise UsageError(error)
     rungs = chosen_rungs(scenario, args.rungs) or scenario.rung_names()
     if args.pairs < 2:
         raise InputError("--pairs", None, "at least 2 pairs (one pair gives no interval)", str(args.pairs))
-    tolerance, confidence = _fraction("--tolerance", args.tolerance), _fraction("--confidence", args.confidence)
+    tolerance, confidence = fraction("--tolerance", args.tolerance), fraction("--confidence", args.confidence)
     if not 0 <= tolerance < 1:
         raise InputError("--tolerance", None, "a tolerance from 0% to below 100%", args.tolerance)
     if not 0.5 < confidence < 1:

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from .. import kinds
 from ..errors import EXIT_OK, fail
-from ..judge.published import PUBLISHED_DIR
+from ..judge import compare
+from ..judge.compare_training import training_tables
+from ..judge.published import PUBLISHED_DIR, load_published
+from ..ladder.floor import attach_floors
 from ..outputs import check_new_files, check_out_dir
 from ..results import load_results, result_files
 
@@ -39,14 +42,9 @@ def add_compare_arguments(comp) -> None:
 
 
 def cmd_compare(args) -> int:
-    from ..judge import compare
-    from ..judge.published import load_published
-
     if args.out:
         check_out_dir(args.out)
         check_new_files(args.out, OUT_FILES, args.force)
-    from ..judge.compare_training import training_tables
-    from ..ladder.floor import attach_floors
 
     results = attach_floors(load_results(result_files(args.results)))  # a ladder's share of its card's floor
     fmt = "github" if args.format == "markdown" else "simple"

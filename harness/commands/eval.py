@@ -11,18 +11,14 @@ import models
 
 from ..arguments import renamed_flag
 from ..errors import InputError, UsageError
-from ..eval import main as eval_main
+from ..eval import main as eval_main  # eval_main.run_eval, looked up when called: tests stand in for it
 from ..eval.main import EvalConfig, default_out, eval_block
 from ..eval.policies import POLICIES
 from ..eval.protocol import SEED, SUITE_MAX_STEPS, TRIALS
+from ..eval.ray_pool import check_ray
 from ..outputs import at_least, check_out_file, positive_seconds
-
-
-def summary_table(result: dict) -> str:
-    """Success rate per task and suite with the Wilson interval, and the throughput."""
-    from ..report.report import eval_table
-
-    return eval_table(result)
+from ..report.report import eval_table
+from ..scenario import load_scenario
 
 
 def int_list(text: str, what: str) -> list[int]:
@@ -195,8 +191,6 @@ def _add_limit_and_scenario_arguments(p) -> None:
 def config_from_args(args) -> EvalConfig:
     settings, options, scenario = {}, None, None
     if args.scenario:
-        from ..scenario import load_scenario
-
         sc = load_scenario(args.scenario)
         settings, options, rung = eval_block(sc, args.rung)
         scenario = {"name": sc.name, "path": sc.path, "sha256": sc.sha256, "rung": rung}
@@ -218,8 +212,6 @@ def config_from_args(args) -> EvalConfig:
     positive_seconds("--episode-timeout", args.episode_timeout)
     device = args.device
     if args.ray:
-        from ..eval.ray_pool import check_ray
-
         device = check_ray(device)
     return EvalConfig(
         suites=suites,
@@ -258,7 +250,7 @@ def cmd_eval(args) -> int:
     except ValueError as e:  # bad task indices, trial counts, checkpoint contents: one line, no traceback
         raise UsageError(str(e)) from None
     print()
-    print(summary_table(result))
+    print(eval_table(result))  # success per task and suite with the Wilson interval, and the throughput
     print(f"\nresult: {result['_path']}")
     stopped = result["throughput"].get("stopped_early")
     if stopped:  # a requested stop: exit 0 unless episodes errored

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..arguments import parse_percent
+from ..errors import InputError
 from ..judge.gate_power import power_block
 from ..judge.gates import Limits
 
@@ -14,12 +16,8 @@ def add_gate_power_arguments(parser) -> None:
 
 
 def cmd_gate_power(args) -> int:
-    from ..arguments import parse_percent
-
     tolerance = parse_percent(args.tolerance)
     if tolerance is None or not 0 < tolerance < 1:
-        from ..errors import InputError
-
         raise InputError("--tolerance", None, "a percentage like 5%", repr(args.tolerance))
     print(power_block(Path(args.repo), Limits(tolerance=tolerance)))
     return 0

@@ -8,6 +8,8 @@ from pathlib import Path
 from ..arguments import renamed_flag
 from ..data.errors import DatasetError
 from ..data.make import DEFAULTS, check_sizes, write_episodes
+from ..outputs import check_writable
+from .eval import int_list
 
 SOURCES = ("synthetic", "libero")
 
@@ -91,15 +93,13 @@ def _noise_deviations(text: str, source: str) -> float | tuple[float, float]:
 
 
 def cmd_make_dataset(args) -> int:
-    from ..data.writer import check_target
-    from ..outputs import check_writable
+    from ..data.writer import check_target  # here, not at the top: the writer imports pyarrow and PyAV (0.1 s)
 
     _check_args(args)
     check_target(args.out, args.overwrite)  # before any work: a refusal should be instant
     check_writable(args.out)  # the dataset is written beside --out, then renamed into place
     if args.source == "libero":
-        from ..eval.demonstrations import libero_episodes
-        from .eval import int_list
+        from ..eval.demonstrations import libero_episodes  # here: it imports the writer (pyarrow, PyAV)
 
         tasks = int_list(args.tasks, "--tasks") if args.tasks else None
         episodes = libero_episodes(

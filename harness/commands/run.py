@@ -9,10 +9,13 @@ from pathlib import Path
 
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
+from ..ladder import runner  # runner.run_scenario, looked up when called: tests stand in for it
 from ..ladder.processes import signals_as_interrupt
 from ..machine.hardware import TARGETS
 from ..outputs import check_out_file, file_name, positive_seconds
-from ..scenario import with_dataset
+from ..report.report import ladder_table
+from ..results import commit_argument
+from ..scenario import load_scenario, with_dataset
 
 # A result meant for gating holds the spread between processes: pyperf and asv time several processes by default
 # for the same reason (docs/gates.md, "The default path").
@@ -52,6 +55,11 @@ def add_run_arguments(run) -> None:
         metavar="S",
         help="record a rung as error if it runs longer than S seconds",
     )
+    _add_process_arguments(run)
+
+
+def _add_process_arguments(run) -> None:
+    """How each rung runs: its repeats, its processes (torchrun) and the commit it records."""
     run.add_argument(
         "--repeats",
         type=int,
@@ -85,11 +93,6 @@ def add_run_arguments(run) -> None:
 
 
 def cmd_run(args) -> int:
-    from ..ladder.runner import run_scenario
-    from ..report.report import ladder_table
-    from ..results import commit_argument
-    from ..scenario import load_scenario
-
     positive_seconds("--rung-timeout", args.rung_timeout)
     commit = commit_argument(args.commit) if args.commit is not None else None
     try:
@@ -117,7 +120,7 @@ def cmd_run(args) -> int:
     if args.repeats < 1:
         return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
     with signals_as_interrupt():  # SIGTERM/SIGHUP end the rung's process group as Ctrl-C does
-        result = run_scenario(
+        result = runner.run_scenario(
             scenario,
             target,
             out,

@@ -10,6 +10,7 @@ from ..arguments import fraction
 from ..errors import InputError
 from ..judge.gates import EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION, FAIL, INCONCLUSIVE
 from ..judge.seeds import NOT_JUDGED, check_repeats, judge_seeds, seeds_table
+from ..results import load_result
 
 
 def add_train_seeds_arguments(p) -> None:
@@ -23,8 +24,6 @@ def add_train_seeds_arguments(p) -> None:
 
 
 def cmd_train_seeds(args) -> int:
-    from ..results import load_result
-
     ladders = [(path, load_result(path)) for path in args.results]
     warnings = check_repeats(ladders)
     tolerance = (

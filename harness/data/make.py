@@ -11,7 +11,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from models.schema import parse
+
 from .errors import DatasetError
+from .lerobot_format import libero_features
+from .pipeline import DataSpec
 
 DEFAULTS = {"seed": 0, "fps": 10, "image_size": 256}  # make-dataset's defaults, left out of the command it prints
 
@@ -30,10 +34,6 @@ def make_missing(spec, say: Callable[[str], None] = print) -> bool:
     """Make the dataset of a workload's `data:` (a `DataSpec` or its plain form) when its folder does not exist
     and the spec says how (`make:`), exactly as `vlabench make-dataset` with the same flags; returns whether it
     made one."""
-    from models.schema import parse
-
-    from .pipeline import DataSpec
-
     if isinstance(spec, dict):
         spec = parse(DataSpec, spec)
     make, out = spec.make, Path(spec.dataset)
@@ -87,7 +87,7 @@ def write_episodes(
 ) -> dict:
     """Write `count` episodes (the synthetic ones of `seed` unless `episodes` is given) to `out`, atomically,
     printing progress about once a second; returns the dataset's info.json content."""
-    from .lerobot_format import libero_features
+    # here, not at the top: the writer imports pyarrow and PyAV (0.1 s), and a ladder imports this module
     from .synthetic import synthetic_episodes
     from .writer import Progress, WriteSettings, write_dataset
 

@@ -20,8 +20,11 @@ from models.schema import AT_LEAST_ONE, NON_NEGATIVE, SchemaError, parse
 
 from .. import kinds
 from ..errors import InputError, describe
+from ..machine.hardware import detect_target
 from ..machine.utilisation import UtilisationSampler
 from ..results import ResultWriter, provenance
+from . import sim
+from .policies import make_policy
 from .protocol import (
     DUMMY_ACTION,
     IMAGE_SIZE,
@@ -33,6 +36,8 @@ from .protocol import (
     PolicyNeeds,
     Suite,
 )
+from .ray_pool import RayEvalRunner
+from .runner import EvalRunner, plan_episodes, success_rates, throughput, throughput_total
 
 if TYPE_CHECKING:
     from models.policy import EvalPolicy
@@ -152,8 +157,6 @@ def default_out(cfg: EvalConfig) -> Path:
 def _target(policy: EvalPolicy) -> dict:
     import torch
 
-    from ..machine.hardware import detect_target
-
     target = detect_target()
     on_gpu = policy.device.type == "cuda"
     return {
@@ -179,8 +182,6 @@ def _policy_recipe(cfg: EvalConfig) -> dict:
 def _build_policy(cfg: EvalConfig, episodes: list[EpisodeSpec], progress) -> EvalPolicy:
     """The policy, warmed up for every batch size the workers can make; it refuses up front tasks it cannot do.
     With --ray it describes the policy and checks the tasks; the Ray workers build their own copies."""
-    from .policies import make_policy
-
     recipe = _policy_recipe(cfg)
     t0 = time.perf_counter()
     policy = make_policy(recipe["policy"], recipe["checkpoint"], **recipe["kwargs"])
@@ -235,8 +236,6 @@ def _workload(cfg: EvalConfig, needs: PolicyNeeds) -> dict:
 
 def _header(cfg: EvalConfig, policy: EvalPolicy, sim_setup: dict, command: list[str], earlier: _Earlier) -> dict:
     """The result file as it starts: everything but this run's episodes and throughput."""
-    from .runner import success_rates
-
     header = {
         "kind": "eval",
         "scenario": cfg.scenario or {"name": f"libero-eval-{cfg.policy}", "path": None, "sha256": None},
@@ -258,9 +257,6 @@ def _header(cfg: EvalConfig, policy: EvalPolicy, sim_setup: dict, command: list[
 
 def _runner(cfg: EvalConfig, policy: EvalPolicy, setup, writer, on_episode, progress) -> EvalRunner:
     """The local process pool, or with --ray the Ray cluster's (the same episodes, records and result file)."""
-    from . import sim
-    from .runner import EvalRunner
-
     options = dict(
         batch_wait_s=cfg.batch_wait_s,
         episode_timeout_s=cfg.episode_timeout_s,
@@ -271,7 +267,6 @@ def _runner(cfg: EvalConfig, policy: EvalPolicy, setup, writer, on_episode, prog
     )
     if not cfg.ray:
         return EvalRunner(policy, setup.env, workers=cfg.workers, **options)
-    from .ray_pool import RayEvalRunner
 
     # The workers set up their simulator as this process did: the same assets and renderer.
     worker_setup = {"assets": cfg.assets or os.environ.get(sim.ASSETS_ENV), "renderer": setup.renderer}
@@ -284,8 +279,6 @@ def _run_episodes(
 ) -> list[dict]:
     """Runs the episodes on the workers, keeping the result file current after each; its throughput at the end,
     also when interrupted. Returns the new episodes' records."""
-    from .runner import success_rates, throughput, throughput_total
-
     records = list(earlier.episodes)
 
     def on_episode(record: dict):
@@ -313,9 +306,6 @@ def _run_episodes(
 
 
 def run_eval(cfg: EvalConfig, command: list[str], progress=print) -> dict:
-    from . import sim
-    from .runner import plan_episodes
-
     setup = sim.prepare(cfg.assets, cfg.renderer)  # before anything imports LIBERO
     progress(f"simulator: MuJoCo GL {setup.renderer}, LIBERO assets {setup.assets} ({setup.assets_source})")
     episodes = plan_episodes(

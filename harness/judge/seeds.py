@@ -22,6 +22,8 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from tabulate import tabulate
+
 from .. import kinds
 from ..errors import InputError
 from ..stats.spread import t_cdf
@@ -208,8 +210,6 @@ def _percents(rates: list[float]) -> str:
 
 def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], tolerance: float) -> str:
     """Per rung: its speedup and success per seed, and the success gate over the seeds (one row per suite)."""
-    from tabulate import tabulate
-
     first = ladders[0][1]
     reference, ev = first["train_ladder"]["reference"], first["train_ladder"].get("eval") or {}
     runs = all_runs(ladders)

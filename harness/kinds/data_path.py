@@ -73,6 +73,7 @@ class DataPath(ResultKind):
             )
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..ladder.profile import data_rate_table
 
         return data_rate_table(

@@ -79,6 +79,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def _gap_classes() -> tuple[str, ...]:
+    # here: the registry imports this module on its first lookup (docs/extending.md)
     from ..ladder.profile import GAP_CLASSES
 
     return tuple(label for label, _, _, _ in GAP_CLASSES)
@@ -110,6 +111,7 @@ class Profile(ResultKind):
                 raise SchemaError(f"device.gaps.{missing[0]}", "a row of each gap class", "nothing")
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..ladder.profile import profile_table
 
         return profile_table(_title(data), data)

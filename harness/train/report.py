@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tabulate import tabulate
+
 
 def duration(seconds: float | None) -> str:
     if seconds is None:
@@ -14,8 +16,6 @@ def duration(seconds: float | None) -> str:
 def train_table(result: dict, fmt: str = "simple") -> str:
     """One row for the trained rung: steps, smoothed final loss, samples/s, wall time, the last checkpoint;
     then the recipe, the data and what differs from openpi's recipe."""
-    from tabulate import tabulate
-
     t = result.get("train") or {}
     w = result.get("workload") or {}
     sps = t.get("samples_per_s")
