@@ -1,5 +1,5 @@
 """The `vlabench` command line: the parser and the dispatch. Each command's arguments and its `cmd_*` function
-live beside its logic; this module only registers them."""
+live in harness/commands/ (a module per command or pair of commands); this module only registers them."""
 
 from __future__ import annotations
 
@@ -10,29 +10,29 @@ from models import UnknownFamilyError
 from models.extras import SetupError, missing_extra
 from models.schema import SchemaError
 
-from .data.cli import add_make_dataset_arguments, cmd_make_dataset
-from .errors import ClosedPipeSafe, InputError, fail, internal_failure
-from .eval.main import add_eval_arguments, cmd_eval
-from .judge.ab import add_ab_arguments, cmd_ab
-from .judge.compare_cli import add_compare_arguments, cmd_compare
-from .judge.gate_cli import add_gate_arguments, add_record_arguments, cmd_gate, cmd_record
-from .judge.gate_power import add_gate_power_arguments, cmd_gate_power
-from .judge.seeds import add_train_seeds_arguments, cmd_train_seeds
-from .ladder.floor_cli import add_floor_arguments, cmd_floor
-from .ladder.profile_cli import add_profile_arguments, cmd_profile
-from .ladder.run_cli import add_run_arguments, cmd_run
-from .ladder.sweep_cli import (
+from .commands.ab import add_ab_arguments, cmd_ab
+from .commands.compare import add_compare_arguments, cmd_compare
+from .commands.eval import add_eval_arguments, cmd_eval
+from .commands.floor import add_floor_arguments, cmd_floor
+from .commands.gate import add_gate_arguments, add_record_arguments, cmd_gate, cmd_record
+from .commands.gate_power import add_gate_power_arguments, cmd_gate_power
+from .commands.make_dataset import add_make_dataset_arguments, cmd_make_dataset
+from .commands.profile import add_profile_arguments, cmd_profile
+from .commands.readme import add_readme_arguments, cmd_readme
+from .commands.recompute import (
     add_recompute_plan_arguments,
     add_recompute_sweep_arguments,
     cmd_recompute_plan,
     cmd_recompute_sweep,
 )
-from .report.readme_cli import add_readme_arguments, cmd_readme
-from .report.report_cli import add_report_arguments, cmd_report
-from .report.show_cli import add_show_arguments, cmd_show
-from .report.site_cli import add_site_arguments, cmd_site
-from .train.cli import add_train_arguments, add_train_check_arguments, cmd_train, cmd_train_check
-from .train.ladder_cli import add_train_ladder_arguments, cmd_train_ladder
+from .commands.report import add_report_arguments, cmd_report
+from .commands.run import add_run_arguments, cmd_run
+from .commands.show import add_show_arguments, cmd_show
+from .commands.site import add_site_arguments, cmd_site
+from .commands.train import add_train_arguments, add_train_check_arguments, cmd_train, cmd_train_check
+from .commands.train_ladder import add_train_ladder_arguments, cmd_train_ladder
+from .commands.train_seeds import add_train_seeds_arguments, cmd_train_seeds
+from .errors import ClosedPipeSafe, InputError, fail, internal_failure
 
 __all__ = ["build_parser", "main"]
 

@@ -80,7 +80,11 @@ def host_probe_ms(result: dict) -> float | None:
     on one thread): how fast this host dispatches ops, which an eager, launch-bound step follows while its data wait
     stays near zero. None where no rung recorded it (a CPU target)."""
     times = sorted(
-        t for r in result.get("rungs", []) for t in (r.get("machine_probe") or {}).get("host_times_s") or [] if t > 0
+        t
+        for r in result.get("rungs", [])
+        if isinstance(r, dict) and isinstance(r.get("machine_probe"), dict)
+        for t in r["machine_probe"].get("host_times_s") or []
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
     )
     return 1e3 * times[len(times) // 2] if times else None
 

@@ -25,7 +25,7 @@ from models.schema import (
     to_plain,
 )
 
-from .data.pipeline import DataSpec, LoaderOptions
+from .data.pipeline import DataSpec, LoaderOptions, reading
 from .errors import InputError
 from .machine.hardware import TARGETS, Capability
 from .user_yaml import load_yaml
@@ -121,7 +121,7 @@ class ScenarioFile:
     targets: dict[str, dict[str, Any] | None]
     source: str | None = None
     description: str | None = None
-    eval: dict[str, Any] | None = None  # checked by the evaluation (harness/eval/main.py)
+    eval: dict[str, Any] | None = None  # checked by the evaluation (harness/eval/main.py eval_block)
     train: dict[str, Any] | None = None  # checked by `vlabench train-ladder` (harness/train/ladder.py)
     parity_baseline: str | None = None  # rung that loss parity is judged against (default: the first)
     memory: MemoryEvidence | None = None
@@ -176,6 +176,18 @@ def load_scenario(path) -> Scenario:
         raise ScenarioError(path, None, "a readable scenario file", e.strerror or str(e)) from None
     data = load_yaml(raw_bytes, path, ScenarioError)  # one line for bad YAML, bad UTF-8 or a duplicate key
     return _parse(path, hashlib.sha256(raw_bytes).hexdigest(), data)
+
+
+def with_dataset(scenario: Scenario, path: str) -> Scenario:
+    """The scenario with every target's workload reading the dataset at `path` (`--dataset PATH` of run, profile
+    and recompute-sweep)."""
+    # a dataset named on the command line is never made: a mistyped path stays an error
+    targets = {
+        name: {**o, "data": reading(o["data"], path)} if isinstance(o.get("data"), DataSpec) else o
+        for name, o in scenario.targets.items()
+    }
+    workload = dataclasses.replace(scenario.workload, data=reading(scenario.workload.data, path))
+    return dataclasses.replace(scenario, workload=workload, targets=targets)
 
 
 def _parse(path: str, sha256: str, data: Any) -> Scenario:

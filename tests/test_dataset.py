@@ -15,9 +15,9 @@ import torch
 
 from harness.cli import main
 from harness.data import lerobot_format as fmt
-from harness.data.cli import stall_dumps
 from harness.data.dataset import LeRobotV3Dataset
 from harness.data.errors import DatasetError
+from harness.data.make import stall_dumps
 from harness.data.synthetic import synthetic_episode, synthetic_episodes
 from harness.data.writer import Episode, WriteSettings, write_dataset
 

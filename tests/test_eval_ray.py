@@ -166,8 +166,9 @@ def test_train_ladder_evaluates_every_rung_on_the_cluster(tmp_path, monkeypatch,
     evaluation gets the address, the CPU device and the cluster's CPUs as its workers."""
     import argparse
 
+    from harness.commands import train_ladder as ladder_command
     from harness.eval import main as eval_main
-    from harness.train import ladder_cli, ladder_run
+    from harness.train import ladder_run
 
     argv = ["train-ladder", str(REPO / "scenarios" / "pi05-libero-train.yaml"), "--target", "cpu", "--steps", "4"]
     argv += ["--ray", "10.0.0.7:6379", "--out", str(tmp_path / "tl")]
@@ -181,13 +182,14 @@ def test_train_ladder_evaluates_every_rung_on_the_cluster(tmp_path, monkeypatch,
     assert len(err.splitlines()) == 1 and "install vlabench[ray]" in err and not (tmp_path / "tl").exists()
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "ray" else real(name, *a))
-    monkeypatch.setattr(ladder_cli, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
     parser = argparse.ArgumentParser()
-    ladder_cli.add_train_ladder_arguments(parser)
-    plan = ladder_cli.plan_from_args(parser.parse_args(argv[1:]))
+    ladder_command.add_train_ladder_arguments(parser)
+    plan = ladder_command.plan_from_args(parser.parse_args(argv[1:]))
     configs = []
     monkeypatch.setattr(eval_main, "run_eval", lambda cfg, command, progress=None: configs.append(cfg))
-    ladder_run.evaluate_rung(plan, "community", str(tmp_path / "checkpoint"), ["vlabench"])
+    suite = plan.eval_settings["suites"][0]
+    ladder_run.evaluate_rung(plan, "community", suite, str(tmp_path / "checkpoint"), ["vlabench"])
     assert (configs[0].ray, configs[0].device, configs[0].workers) == ("10.0.0.7:6379", "cpu", None)
 
 

@@ -303,7 +303,7 @@ class _KillOneWorker(EvalPolicy):
 def test_episodes_start_at_the_first_trial_for_evaluations_and_demonstrations(setup, tasks):
     """`vlabench eval --first-trial K` and `make-dataset --first-trial K` plan from each task's stored state K on:
     an evaluation of the demonstrations' own states asks whether a policy fails where it was shown the way."""
-    from harness.data.libero_source import _plan_demonstrations
+    from harness.eval.demonstrations import _plan_demonstrations
     from harness.eval.env import read_init_states
     from harness.eval.runner import plan_episodes
 

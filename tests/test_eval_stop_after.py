@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.commands.eval import continue_command
 from harness.eval import sim
-from harness.eval.main import continue_command
 from harness.eval.runner import throughput_total
 from harness.report.report import eval_parts_line
 

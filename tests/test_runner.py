@@ -175,7 +175,7 @@ def test_repeats_run_each_rung_in_fresh_processes_in_rotated_rounds(tmp_path):
 
 
 def test_after_a_run_the_output_says_what_the_figures_are_and_what_to_do_next():
-    from harness.ladder.run_cli import next_steps
+    from harness.commands.run import next_steps
 
     cpu = next_steps("runs/x.json", "cpu", {"target": {"backend": "cpu"}})
     assert "functional checks" in cpu and "vlabench record runs/x.json" in cpu and "vlabench gate" in cpu

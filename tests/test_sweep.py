@@ -145,7 +145,7 @@ def test_gr00t_sweep_configurations_come_from_the_family():
     """GR00T has no recompute rung: the sweep starts from the last rung the target trains (on the CPU the
     fc1-bias-in-gelu rung: the graphs are substituted there, FP8 is not), with recompute and compile written
     in GR00T's options."""
-    from harness.ladder.sweep_cli import _trainable_on
+    from harness.commands.recompute import _trainable_on
     from harness.machine.hardware import get_target
     from models.gr00t import FAMILY as GR00T
 
@@ -221,7 +221,7 @@ def test_the_compile_modes_are_the_familys(scenario, mode, message, capsys, tmp_
 
 def test_a_family_without_the_knobs_is_one_line():
     """A family that declares no recompute groups, or no compile option, refuses the sweep or --compile by name."""
-    from harness.ladder.sweep_cli import _sweep_knobs_error
+    from harness.commands.recompute import _sweep_knobs_error
     from models import ModelFamily
 
     class Bare(ModelFamily):

@@ -91,14 +91,15 @@ def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypa
     result's workload, which `vlabench show` prints."""
     import argparse
 
-    from harness.train import ladder_cli, ladder_run, loop
-    from harness.train.ladder_report import train_ladder_table
+    from harness.commands import train_ladder as ladder_command
+    from harness.report.train_ladder import train_ladder_table
+    from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_cli, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
     parser = argparse.ArgumentParser()
-    ladder_cli.add_train_ladder_arguments(parser)
+    ladder_command.add_train_ladder_arguments(parser)
     plans = {
-        seed: ladder_cli.plan_from_args(parser.parse_args(_smoke(tmp_path / f"o{seed}", *flags)[1:]))
+        seed: ladder_command.plan_from_args(parser.parse_args(_smoke(tmp_path / f"o{seed}", *flags)[1:]))
         for seed, flags in ((0, ()), (5, ("--seed", "5")))
     }
     assert plans[0].seed == 0 and plans[5].seed == 5  # the scenario's workload has seed 0
@@ -115,10 +116,11 @@ def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypa
 def _fake_training_and_evaluation(monkeypatch, tmp_path: Path) -> list[tuple[str, int]]:
     """`vlabench train` and `vlabench eval` replaced by stand-ins that write what the ladder reads: each seed's
     fp8 succeeds 30 points below community; returns the (rung, seed) of each training run."""
+    from harness.commands import train_ladder as ladder_command
     from harness.eval import main as eval_main
-    from harness.train import ladder_cli, ladder_run, loop
+    from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_cli, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
     monkeypatch.setattr(ladder_run, "unsupported", lambda plan, rung: None)  # fp8 "trains" on the CPU here
     trained = []
 
@@ -266,7 +268,7 @@ def test_one_seed_gives_the_figures_and_no_verdict_three_seeds_judge():
     test on its trials beside "n/a", never pass or FAIL; the same drop in each of three seeds' runs (seed_runs, as
     train-ladder --seeds 3 writes them) FAILs the success gate over seeds, and a loss 4% high passes the
     convergence over seeds. Judged by today's rules from the records, not the verdicts the result stored."""
-    from harness.train.ladder_report import train_ladder_table
+    from harness.report.train_ladder import train_ladder_table
 
     ref, bad = _rung("community", 38, 40, [0.1] * 10), _rung("fp8", 20, 40, [0.104] * 10)
     ref["train"]["wall_s"], bad["train"]["wall_s"] = 300.0, 100.0

@@ -35,10 +35,11 @@ def _stand_ins(monkeypatch, tmp_path: Path, broken: set) -> list[tuple]:
     """`vlabench train` and `vlabench eval` stood in for: fp8 succeeds 12 points below community on libero_object;
     the evaluation of a (rung, seed, suite) in `broken` raises. Returns what ran: ("train", rung, seed) and
     ("eval", rung, seed, suite)."""
+    from harness.commands import train_ladder as ladder_command
     from harness.eval import main as eval_main
-    from harness.train import ladder_cli, ladder_run, loop
+    from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_cli, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
     monkeypatch.setattr(ladder_run, "unsupported", lambda plan, rung: None)  # fp8 "trains" on the CPU here
     ran = []
 

@@ -6,6 +6,6 @@ video           MP4 encode, append and decode through PyAV
 writer          `Episode`, `write_dataset` (atomic) from any iterable of episodes
 synthetic       the synthetic episode source
 dataset         `LeRobotV3Dataset`, the reader
-cli             `vlabench make-dataset`
+make            a dataset folder written with progress lines (`vlabench make-dataset`), a workload's made when missing
 pipeline        from dataset samples to batches on the device, inside the timed step
 """

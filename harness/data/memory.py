@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 
@@ -25,8 +26,6 @@ class FramesInMemory:
     """A dataset's camera frames as uint8 [rows, cameras, H, W, 3] on `device`."""
 
     def __init__(self, dataset, cameras: tuple[str, ...], device: torch.device, workers: int, report=print):
-        from functools import partial
-
         start = time.perf_counter()
         n = len(dataset)
         first = dataset[0]

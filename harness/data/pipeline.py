@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Literal
 
 import torch
@@ -39,7 +40,9 @@ from torch.utils.data import Sampler
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, Bounds, SchemaError, describe
 from models.workload import Workload
 
+from .errors import DatasetError
 from .lerobot_format import LIBERO_CAMERAS
+from .memory import FramesInMemory, RowsInMemory, read_fields
 from .worker_loader import started_loader
 
 # synthetic: batches made up front on the device from the seed (no data path); torch, async, memory: see above
@@ -405,10 +408,7 @@ class DatasetFeed:
         shard: tuple[int, int] = (0, 1),
         start: int = 0,
     ):
-        from functools import partial
-
-        from .dataset import LeRobotV3Dataset
-        from .errors import DatasetError
+        from .dataset import LeRobotV3Dataset  # here: the reader imports pyarrow and PyAV (0.1 s)
 
         cameras = tuple(spec.cameras)
         if len(cameras) != workload.cameras:
@@ -428,19 +428,7 @@ class DatasetFeed:
             raise DatasetError(stats_file, None, "statistics the model's preprocessing can use", str(e)) from None
         rank, world = shard
         self.dtype = dtype
-        self.augment = None  # the worker-side training augmentation (`augment:`), when the family has it
-        if options.augment != "none":
-            make = getattr(self.processor, "sample_transform", None)
-            try:
-                self.augment = make(options.augment, cameras) if make is not None else None
-            except ImportError as e:  # a library the augmentation runs in (OpenCV for isaac-gr00t)
-                raise DatasetError(
-                    "loader.augment", None, "an augmentation whose library is installed", str(e)
-                ) from None
-            if self.augment is None:
-                raise DatasetError(
-                    "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment
-                )
+        self.augment = self._augment(options, cameras, family)
         self.memory = self._frames_in_memory(options, cameras, device)
         self.rows = None
         raw_batches = None
@@ -467,10 +455,23 @@ class DatasetFeed:
         )
         self.spec, self.options, self.world = spec, options, world
 
+    def _augment(self, options: LoaderOptions, cameras: tuple[str, ...], family):
+        """The worker-side training augmentation (`augment:`) the family's processor makes (None: `augment: none`)."""
+        if options.augment == "none":
+            return None
+        make = getattr(self.processor, "sample_transform", None)
+        try:
+            augment = make(options.augment, cameras) if make is not None else None
+        except ImportError as e:  # a library the augmentation runs in (OpenCV for isaac-gr00t)
+            raise DatasetError("loader.augment", None, "an augmentation whose library is installed", str(e)) from None
+        if augment is None:
+            raise DatasetError(
+                "loader.augment", None, f"an augmentation {family.name}'s processor has", options.augment
+            )
+        return augment
+
     def _frames_in_memory(self, options: LoaderOptions, cameras: tuple[str, ...], device: torch.device):
         """The memory loader's frames, decoded now (None for the other loaders)."""
-        from .memory import FramesInMemory
-
         if options.kind != "memory":
             return None
         print(f"memory loader: decoding {len(self.dataset):,} frames with {options.workers} worker(s)", flush=True)
@@ -478,10 +479,6 @@ class DatasetFeed:
 
     def _fields_of(self, options: LoaderOptions):
         """The memory loader's source of a batch's other fields: read per batch, or prepared once (RowsInMemory)."""
-        from functools import partial
-
-        from .memory import RowsInMemory, read_fields
-
         fields, collate = self.dataset.without_cameras(), type(self.processor).collate_fields
         if not options.prepared_rows:
             return partial(read_fields, fields, collate)

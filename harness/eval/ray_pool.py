@@ -27,7 +27,10 @@ from pathlib import Path
 from models.extras import SetupError, pip_install
 
 from ..errors import InputError
+from . import sim
+from .policies import make_policy
 from .runner import EpisodeSpec, EvalRunner
+from .workers import EpisodeEnvironment, episode_record
 
 RETRIES = 3  # reruns of an episode whose worker or node was lost, before it is recorded as an error
 
@@ -47,10 +50,6 @@ _worker: tuple | None = None  # this Ray worker process's (setup, policy, enviro
 def _worker_state(setup: dict) -> tuple:
     global _worker
     if _worker is None or _worker[0] != setup:
-        from . import sim
-        from .policies import make_policy
-        from .workers import EpisodeEnvironment
-
         sim.prepare(setup["assets"], setup["renderer"])  # before the policy or the episode imports LIBERO
         policy = make_policy(setup["policy"], setup["checkpoint"], **setup["kwargs"])
         _worker = (setup, policy, EpisodeEnvironment())
@@ -60,8 +59,6 @@ def _worker_state(setup: dict) -> tuple:
 def episode_task(message: dict, setup: dict) -> dict:
     """One episode in a Ray worker: its record, as a local worker sends it, and where it ran."""
     import ray
-
-    from .workers import episode_record
 
     _, policy, environment = _worker_state(setup)
     record = episode_record(message, environment, lambda observation: policy.infer([observation])[0])

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..stats.rates import success_rates  # re-exported: the evaluation's counting lives with the statistics
+from .env import read_init_states, suite_tasks
 from .protocol import SEED, SUITE_MAX_STEPS, TRIALS, WAIT_STEPS, PolicyNeeds
+from .workers import worker_main
 
 if TYPE_CHECKING:  # torch, which models.policy imports, is for the evaluations that build a policy
     from models.policy import EvalPolicy
@@ -78,8 +80,6 @@ def plan_episodes(
     """Episodes in task order, `trials` per task from its stored initial state `first_trial` on; `init_states`
     may replace a task's stored states: {(suite, task): array}; `max_steps` replaces the suites' step limits
     (short runs for tests and smoke checks, not the protocol)."""
-    from .env import read_init_states, suite_tasks
-
     episodes = []
     for suite in suites:
         if suite not in SUITE_MAX_STEPS:
@@ -156,8 +156,6 @@ class _Slot:
     """One worker process and what it is doing."""
 
     def __init__(self, index: int, ctx, sim_env: dict):
-        from .workers import worker_main
-
         self.index = index
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(

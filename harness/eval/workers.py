@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .env import TaskInfo, make_env
+from .episode import run_episode
 from .protocol import WAIT_STEPS, PolicyNeeds
 
 
@@ -65,8 +67,6 @@ class EpisodeEnvironment:
         self.env, self.key = None, None
 
     def get(self, task, cameras: bool, seed: int):
-        from .env import make_env
-
         if self.env is None or self.key != (task.bddl_file, cameras):
             self.close()
             self.env = make_env(task, seed=seed, cameras=cameras)
@@ -85,9 +85,6 @@ class EpisodeEnvironment:
 
 def _run_episode(spec: dict, environment: EpisodeEnvironment, chunks: _ChunkRequests) -> dict:
     """One episode from its message; returns its record (raises if the episode does)."""
-    from .env import TaskInfo
-    from .episode import run_episode
-
     task = TaskInfo(**spec["task"])
     needs = PolicyNeeds(**spec["needs"])
     # recorded videos and demonstrations need the cameras, whatever the policy needs

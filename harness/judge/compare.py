@@ -18,8 +18,12 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from models import get_family
+
 from .. import kinds
+from ..ladder.floor import floor_share
 from ..results import host_summary
+from ..stats.rates import wilson_interval
 from ..stats.repeats import ok_repeats, per_repeat, same_run
 from ..stats.spread import geometric_interval, repeats_ratio
 from .published import LOWER_IS_BETTER, NOT_STATED, Figure
@@ -120,14 +124,10 @@ def peak_text(rec: dict) -> str:
 def floor_text(result: dict, rec: dict, knobs=None) -> str | None:
     """The rung's share of the kernel floor (result["floor"]) of the precision it trains in, e.g. "64%"; `knobs`:
     the model family's reading of the rung's options (read here when not given). None without a floor."""
-    from ..ladder.floor import floor_share
-
     floor = result.get("floor")
     if not floor or "totals" not in floor or rec.get("status") != "ok":
         return None
     if knobs is None:
-        from models import get_family
-
         knobs = get_family(result["workload"]["model"]).knobs(rec["options"])
     share = floor_share(rec, floor, knobs.fp8_linears)
     return None if share is None else f"{share:.0%}"
@@ -375,8 +375,6 @@ def _untrained_policy(result: dict, model: str | None) -> str | None:
 
 def judge_success(f: Figure, results: list[tuple[str, dict]]) -> list[Verdict]:
     """Success-rate figures against evaluation results holding that suite."""
-    from ..stats.rates import wilson_interval
-
     suite, scenario = f.ours["suite"], f.ours.get("scenario")
     verdicts = []
     for path, result in results:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from tabulate import tabulate
+
 from .. import kinds
 
 
@@ -28,8 +30,6 @@ def _cell(record: dict, versus: dict, suites: list[str]) -> str:
 
 def training_tables(results: list[tuple[str, dict]], fmt: str = "simple") -> str:
     """One table per scenario of the train-ladder results among `results` (none: an empty string)."""
-    from tabulate import tabulate
-
     by_scenario: dict[str, list[dict]] = defaultdict(list)
     for _, result in results:
         if kinds.kind_of(result).in_training_tables:

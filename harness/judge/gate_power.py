@@ -260,20 +260,3 @@ def power_block(repo: Path, limits: Limits | None = None) -> str:
             END,
         ]
     )
-
-
-def add_gate_power_arguments(parser) -> None:
-    parser.add_argument("--repo", default=".", help="repository root whose results/ are used (default: .)")
-    parser.add_argument("--tolerance", default="5%", help="throughput tolerance (default 5%%)")
-
-
-def cmd_gate_power(args) -> int:
-    from ..arguments import parse_percent
-
-    tolerance = parse_percent(args.tolerance)
-    if tolerance is None or not 0 < tolerance < 1:
-        from ..errors import InputError
-
-        raise InputError("--tolerance", None, "a percentage like 5%", repr(args.tolerance))
-    print(power_block(Path(args.repo), Limits(tolerance=tolerance)))
-    return 0

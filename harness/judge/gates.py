@@ -36,6 +36,7 @@ from ..outputs import file_name, inside
 from ..results import HISTORY, load_result, write_text_atomic
 from ..scenario import recorded_workload, workload_keys
 from ..stats.batch_sizes import BatchSizes
+from ..stats.rates import fisher_lower_p, trials_to_detect
 from ..stats.repeats import ok_repeats
 from ..stats.spread import (
     SLOWER,
@@ -47,6 +48,7 @@ from ..stats.spread import (
     whole_rate,
     with_process_spread,
 )
+from ..train.convergence import DEFAULT_TOLERANCE, check_convergence
 
 PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
 # 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
@@ -256,8 +258,6 @@ def gate_train_ladders(
 ) -> GateReport:
     """Two train-ladder results (`vlabench train-ladder`), rung by rung: the success gate per suite and the
     convergence check (the rung's smoothed final loss within the ladder's tolerance of the recorded run's)."""
-    from ..train.convergence import DEFAULT_TOLERANCE, check_convergence
-
     for name, result in ((current_name, current), (baseline_name, baseline)):
         kinds.require(result, "train-ladder", name, "a train-ladder result, as the other file is")
     base = {r["name"]: r for r in baseline["train_ladder"]["rungs"]}
@@ -582,8 +582,6 @@ def success_check(suite: str, base: dict, cur: dict | None, limits: Limits) -> C
     rate dropped by more than the tolerance and the drop is significant at the gate's confidence; inconclusive
     when it dropped that far but the trials cannot tell, with the trials that could, and when the recorded rate is
     within the tolerance of zero (nothing could fail it)."""
-    from ..stats.rates import fisher_lower_p, trials_to_detect
-
     subject = f"suite {suite}"
     if cur is None:
         return Check(subject, "success rate", FAIL, _rate_text(base), "missing", note="the suite was not evaluated")

@@ -17,17 +17,17 @@ The one rule over seeds: `vlabench train-seeds` (several train-ladder results) a
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist
 
+from tabulate import tabulate
+
 from .. import kinds
-from ..arguments import fraction
 from ..errors import InputError
 from ..stats.spread import t_cdf
-from .gates import EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION, FAIL, INCONCLUSIVE, PASS
+from .gates import FAIL, INCONCLUSIVE, PASS
 
 POWER = 0.8  # of the seeds-needed estimate
 MIN_SEEDS = 3  # a verdict word (pass, FAIL, inconclusive) needs this many seeds a rung; fewer: NOT_JUDGED
@@ -210,8 +210,6 @@ def _percents(rates: list[float]) -> str:
 
 def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], tolerance: float) -> str:
     """Per rung: its speedup and success per seed, and the success gate over the seeds (one row per suite)."""
-    from tabulate import tabulate
-
     first = ladders[0][1]
     reference, ev = first["train_ladder"]["reference"], first["train_ladder"].get("eval") or {}
     runs = all_runs(ladders)
@@ -254,38 +252,3 @@ def seeds_table(ladders: list[tuple[str, dict]], checks: list[SeedsCheck], toler
         f"than {MIN_SEEDS} seeds"
     )
     return "\n".join([title, tabulate(rows, headers=headers, disable_numparse=True), rule])
-
-
-def add_train_seeds_arguments(p) -> None:
-    p.add_argument("results", nargs="+", metavar="RESULT",
-                   help="train-ladder.json of the same ladder trained with other seeds (train-ladder --seed N), or "
-                   "of train-ladder --seeds N (every seed in one)")  # fmt: skip
-    p.add_argument("--success-tolerance", help="how far (absolute) below the reference's rate may pass "
-                   "(default: the ladders' train.success_tolerance)")  # fmt: skip
-    p.add_argument("--confidence", default="95%", help="of the one-sided t-test (default 95%%)")
-    p.add_argument("--json", action="store_true", help="print the checks as JSON")
-
-
-def cmd_train_seeds(args) -> int:
-    from ..results import load_result
-
-    ladders = [(path, load_result(path)) for path in args.results]
-    warnings = check_repeats(ladders)
-    tolerance = (
-        fraction("--success-tolerance", args.success_tolerance)
-        if args.success_tolerance
-        else ladders[0][1]["train_ladder"].get("success_tolerance", 0.05)
-    )
-    confidence = fraction("--confidence", args.confidence)
-    if not 0.5 < confidence < 1:
-        raise InputError("--confidence", None, "a confidence between 50% and 100%", args.confidence)
-    checks = judge_seeds(ladders, tolerance, confidence)
-    if args.json:
-        print(json.dumps({"checks": [asdict(c) for c in checks], "warnings": warnings}, indent=1))
-    else:
-        print(seeds_table(ladders, checks, tolerance))
-        for warning in warnings:
-            print(f"WARNING: {warning}")
-    verdicts = {c.verdict for c in checks}
-    undecided = {INCONCLUSIVE, NOT_JUDGED} & verdicts
-    return EXIT_REGRESSION if FAIL in verdicts else EXIT_INCONCLUSIVE if undecided else EXIT_PASS

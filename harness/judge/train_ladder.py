@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict
 
 from ..train.convergence import check_convergence
+from .gates import Limits, success_check
 from .seeds import MIN_SEEDS, NOT_JUDGED, judge_seed_runs, too_few
 
 Runs = list[tuple[int, dict[str, dict]]]  # per training seed: that seed's rung records by name
@@ -43,8 +44,6 @@ def convergence(record: dict, reference: dict, tolerance: float) -> dict | None:
 
 def success_checks(record: dict, reference: dict, tolerance: float, confidence: float = 0.95) -> list[dict]:
     """The success gate of each suite the reference was evaluated on: the rung's successes against it."""
-    from .gates import Limits, success_check
-
     limits = Limits(success_tolerance=tolerance, confidence=confidence)
     rates, base = record.get("success_rate") or {}, reference.get("success_rate") or {}
     return [success_check(suite, entry, rates.get(suite), limits).to_dict() for suite, entry in base.items()]

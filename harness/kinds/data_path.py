@@ -26,7 +26,7 @@ class DataLoader:
 
 @dataclass(frozen=True)
 class DataPathFile:
-    """What `vlabench profile --data-only --out` writes (harness/ladder/profile_cli.py data_only)."""
+    """What `vlabench profile --data-only --out` writes (harness/commands/profile.py data_only)."""
 
     __open_schema__ = True
     scenario: str
@@ -73,6 +73,7 @@ class DataPath(ResultKind):
             )
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..ladder.profile import data_rate_table
 
         return data_rate_table(

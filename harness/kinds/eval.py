@@ -11,6 +11,7 @@ class Eval(ResultKind):
     key = "eval"
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..report.report import eval_table
 
         return eval_table(data, fmt, tasks)

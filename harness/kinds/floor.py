@@ -12,6 +12,7 @@ class Floor(ResultKind):
     provides_floor = True  # a ladder shown beside it shows each rung's share (harness/ladder/floor.py attach_floors)
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..report.report import floor_table
 
         return floor_table(data, fmt)

@@ -16,6 +16,7 @@ class Ladder(ResultKind):
         return data.get("kind") in (None, "ladder") and "rung" not in data
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..report.report import ladder_table
 
         return ladder_table(data, fmt)

@@ -54,7 +54,7 @@ class DeviceBlock:
 
 @dataclass(frozen=True)
 class ProfileFile:
-    """What `vlabench profile --out` writes (harness/ladder/profile_cli.py write_profile)."""
+    """What `vlabench profile --out` writes (harness/commands/profile.py write_profile)."""
 
     __open_schema__ = True
     scenario: str
@@ -79,6 +79,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def _gap_classes() -> tuple[str, ...]:
+    # here: the registry imports this module on its first lookup (docs/extending.md)
     from ..ladder.profile import GAP_CLASSES
 
     return tuple(label for label, _, _, _ in GAP_CLASSES)
@@ -110,6 +111,7 @@ class Profile(ResultKind):
                 raise SchemaError(f"device.gaps.{missing[0]}", "a row of each gap class", "nothing")
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..ladder.profile import profile_table
 
         return profile_table(_title(data), data)
@@ -122,7 +124,7 @@ class Profile(ResultKind):
 
 
 def _title(data: dict) -> str:
-    """The name `vlabench profile` printed the table under (harness/ladder/profile_cli.py cmd_profile)."""
+    """The name `vlabench profile` printed the table under (harness/commands/profile.py cmd_profile)."""
     return f"{data['scenario']}/{data['rung']} on {data['target']}, batch {data['batch_size']}"
 
 

@@ -11,6 +11,7 @@ class RecomputeSweep(ResultKind):
     key = "recompute-sweep"
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..ladder.sweep import sweep_table
 
         return sweep_table(data, fmt)

@@ -11,6 +11,7 @@ class Train(ResultKind):
     key = "train"
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..train.report import train_table
 
         return train_table(data, fmt)

@@ -20,11 +20,13 @@ class TrainLadder(ResultKind):
         super().check(data)
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
-        from ..train.ladder_report import train_ladder_table
+        # here: the registry imports this module on its first lookup (docs/extending.md)
+        from ..report.train_ladder import train_ladder_table
 
         return train_ladder_table(data, fmt)
 
     def gate(self, current: dict, baseline: dict, limits, rungs, current_name: str, baseline_name: str):
+        # here: the registry imports this module on its first lookup (docs/extending.md)
         from ..judge.gates import gate_train_ladders
 
         return gate_train_ladders(current, baseline, limits, rungs, current_name, baseline_name)

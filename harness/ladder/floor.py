@@ -19,13 +19,16 @@ from collections.abc import Callable
 
 import torch
 
+from models import get_family
 from models.family import TORCH_DTYPES
 from models.floor import Attention, Gemm, floor_flops, training_gemms
 from models.fp8 import ALIGNMENT, MIN_FEATURES
 from models.workload import Workload
 
 from .. import kinds
+from ..machine.hardware import get_device
 from ..scenario import recorded_workload, workload_keys
+from ..spec import RungSpec
 
 REPEATS = 10  # timed runs per shape (after warm-up); the median counts
 GRAPH_LAUNCHES = 20  # GEMM calls per timed CUDA graph replay
@@ -291,11 +294,6 @@ def attach_floors(results: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
 def main(argv: list[str]) -> int:
     """`python -m harness.ladder.floor SPEC.json OUT.json`: the floor in a process of its own (the runner's stays free of
     the GPU), SPEC a harness.spec.RungSpec: model, backend, workload and whether the device has FP8."""
-    from models import get_family
-
-    from ..machine.hardware import get_device
-    from ..spec import RungSpec
-
     spec_path, out_path = argv
     with open(spec_path) as f:
         spec = RungSpec.from_dict(json.load(f))

@@ -15,8 +15,15 @@ import time
 from collections import defaultdict
 
 import torch
+from tabulate import tabulate
 
+from models import get_family
+from models.schema import parse
+
+from ..data.pipeline import LoaderOptions
+from ..machine.hardware import get_device
 from ..spec import RungSpec
+from .rung import build, dataset_feed, seed_step
 
 
 def is_annotation(name: str) -> bool:
@@ -27,8 +34,6 @@ def is_annotation(name: str) -> bool:
 
 
 def profile_rung(spec: RungSpec, steps: int = 5, top: int = 15) -> dict:
-    from .rung import build, seed_step
-
     workload = spec.workload
     warmup = max(1, workload.warmup_steps)
     setup = build(spec, warmup + steps)
@@ -64,13 +69,6 @@ def data_path_rate(spec: RungSpec, batches: int = 50) -> dict:
     queues hold (workers x prefetch_factor, and the async loader's buffers), so the window starts with them drained:
     the samples/s over it is the most the pipeline can feed, and a step faster than that waits for data on it. No
     model is built."""
-    from models import get_family
-    from models.schema import parse
-
-    from ..data.pipeline import LoaderOptions
-    from ..machine.hardware import get_device
-    from .rung import dataset_feed
-
     device = get_device(spec.backend)
     feed = dataset_feed(spec, get_family(spec.model), device)
     options = parse(LoaderOptions, spec.loader)
@@ -267,8 +265,6 @@ def gap_place(gap: dict) -> str:
 
 
 def profile_table(name: str, p: dict) -> str:
-    from tabulate import tabulate
-
     head = [
         f"profile of {name}: {1e3 * p['wall_s']:.1f} ms per step (median of {p['steps']}), data wait "
         f"{1e3 * p['data_wait_s']:.1f} ms"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from models import get_family
 
+from ..data.errors import DatasetError
+from ..data.make import make_missing
 from ..data.pipeline import feed_kind
 from ..errors import InputError
 from ..machine.hardware import ALLOCATOR_ENV, Target, capabilities, get_device
@@ -171,9 +173,7 @@ def check_dataset(
     data = workload.data
     if all(feed_kind(data, r.loader_cumulative) == "synthetic" for r in scenario.ladder if r.name in selected):
         return
-    from ..data.cli import make_missing
-    from ..data.dataset import preflight
-    from ..data.errors import DatasetError
+    from ..data.dataset import preflight  # here: the reader imports pyarrow and PyAV (0.1 s)
 
     if data == "synthetic":
         raise InputError(

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from itertools import combinations
 
 from tabulate import tabulate
 
 from models import ModelFamily, get_family
 
 from ..scenario import Rung, Scenario
+from ..stats.timing import percentile
 
 BASE = "no-recompute"
 
@@ -58,8 +60,6 @@ def sweep_scenario(scenario: Scenario, rung_name: str, compile_mode: str | None,
 def step_noise_ms(a: dict, b: dict) -> float:
     """Run-to-run noise of a step-time difference: the larger interquartile range of the two rungs' step
     times (quartiles, not p10/p90: a sweep times few steps and one slow step must not swamp it)."""
-    from ..stats.timing import percentile
-
     return max(percentile(r["step_times_s"], 75) - percentile(r["step_times_s"], 25) for r in (a, b)) * 1e3
 
 
@@ -164,8 +164,6 @@ def plan_recompute(result: dict, budget_gib: float, base_peak_gib: float | None 
     whose predicted peak fits `budget_gib`; ties go to the fewer groups. The peak with nothing recomputed is the
     sweep's base rung's unless `base_peak_gib` gives one measured for the rung that takes the plan. Raises
     ValueError when the sweep has no usable base or no subset fits."""
-    from itertools import combinations
-
     base = next((r for r in result["rungs"] if r["name"] == BASE), None)
     if base is None or base["status"] != "ok":
         raise ValueError(f"a sweep whose {BASE!r} rung ran (it is {base['status'] if base else 'missing'})")

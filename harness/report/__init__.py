@@ -1,2 +1,2 @@
-"""Reporting: tables and the markdown report (report), figures (figures), the generated pages (readme); the commands
-show, report and readme (*_cli)."""
+"""Reporting: tables and the markdown report (report), figures (figures), the generated pages (readme) and the
+static site (site). Their commands are in harness/commands/."""

@@ -6,9 +6,17 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from models import get_family
+from models.schema import SchemaError
+from models.workload import Workload
+
 from .. import kinds
+from ..judge import compare
+from ..judge.compare import floor_text, mfu_text, peak_text, rate_text, speedup_text
+from ..ladder.floor import attach_floors
 from ..outputs import file_name
 from ..results import host_summary
+from .figures import hardware_bars, loss_curves, rung_bars, waterfall
 
 
 def _num(value, fmt: str, scale: float = 1.0) -> str:
@@ -41,8 +49,6 @@ LADDER_HEADERS = (
 def floor_note(rung: dict, result: dict, knobs) -> str | None:
     """The rung's share of the kernel floor of the precision it trains in (`knobs`: the family's reading of its
     options)."""
-    from ..judge.compare import floor_text
-
     share = floor_text(result, rung, knobs)
     return None if share is None else f"{share} of the kernel floor"
 
@@ -71,8 +77,6 @@ def plan_note(plan: dict) -> str:
 def _knobs(family, rung: dict, notes: list[str]):
     """The family's reading of the rung's options; an option this version no longer has (a result from older
     code) is named in `notes` and the remarks that depend on the options read the family's defaults."""
-    from models.schema import SchemaError
-
     try:
         return family.knobs(rung["options"])
     except SchemaError as e:
@@ -83,8 +87,6 @@ def _knobs(family, rung: dict, notes: list[str]):
 def _family_notes(family, prev: dict | None, rung: dict, workload) -> list[str]:
     """The family's analytic remarks on the rung; none where its options or the previous rung's are ones this
     version no longer has (_knobs has named them)."""
-    from models.schema import SchemaError
-
     try:
         return family.rung_notes(
             prev["options"] if prev else None, rung["options"], workload, rung.get("world_size") or 1
@@ -96,9 +98,6 @@ def _family_notes(family, prev: dict | None, rung: dict, workload) -> list[str]:
 def rung_notes(result: dict) -> dict[str, list[str]]:
     """Per rung: substitutions made on the target, the peak-memory change against the previous ok rung
     (measured) and the model family's analytic remarks."""
-    from models import get_family
-    from models.workload import Workload
-
     family = get_family(result["workload"]["model"])
     workload = Workload.from_record(result["workload"])
     notes, prev = {}, None
@@ -155,8 +154,6 @@ LADDER_LEGEND = (
 
 
 def samples_text(r: dict) -> str:
-    from ..judge.compare import rate_text
-
     if r.get("samples_per_s_interval"):
         return rate_text(r)
     return f"{r['samples_per_s']:.2f} ({r['samples_per_s_p10']:.2f}-{r['samples_per_s_p90']:.2f})"
@@ -164,16 +161,12 @@ def samples_text(r: dict) -> str:
 
 def _speedup_cells(result: dict, r: dict, prev: dict | None) -> list[str]:
     """vs baseline and vs previous, as stored, with the intervals over repeats and the different-runs mark."""
-    from ..judge.compare import speedup_text
-
     base = speedup_text(result, r["name"]) if r.get("speedup_vs_baseline") else "-"
     previous = speedup_text(result, r["name"], prev["name"]) if prev and r.get("speedup_vs_previous") else "-"
     return [base, previous]
 
 
 def ladder_rows(result: dict) -> list[list[str]]:
-    from ..judge.compare import mfu_text, peak_text
-
     rows = []
     notes = rung_notes(result)
     prev = None
@@ -437,10 +430,6 @@ def figure_stem(path: str, result: dict) -> str:
 def write_report(results: list[tuple[str, dict]], out_dir, figures: list | None, command: str) -> Path:
     """report.md in `out_dir` with every result's table, its waterfall and per-rung figures, and the
     per-hardware comparison (with verdicts when published `figures` are given) and its bar chart."""
-    from ..judge import compare
-    from ..ladder.floor import attach_floors
-    from .figures import hardware_bars, loss_curves, rung_bars, waterfall
-
     for path, result in results:  # the figures' file names hold these names: plain names only
         file_name(result["scenario"]["name"], path, "scenario.name")
         file_name(result["target"]["name"], path, "target.name")

@@ -21,8 +21,11 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..judge import compare
+from ..judge.published import load_published
 from ..outputs import check_out_dir
 from ..results import load_result
+from .figures import loss_curves, waterfall
+from .readme import _results, _trained
 from .report import figure_stem, provenance_line, result_table
 
 MARKER = ".vlabench-site"  # a previous site: the files it wrote, one per line
@@ -72,9 +75,6 @@ def ladder_files(results_dir: Path) -> list[Path]:
 
 def load_site_data(repo: Path) -> SiteData:
     """The committed results as `vlabench readme` reads them, and every ladder result under results/<target>/."""
-    from ..judge.published import load_published
-    from .readme import _results, _trained
-
     ladders = []
     for p in ladder_files(repo / "results"):
         try:
@@ -154,8 +154,6 @@ def index_page(data: SiteData) -> str:
 
 def _ladder_section(col: compare.Column, data: SiteData, out: Path, written: list[str]) -> str:
     """One ladder result: its provenance, waterfall, ladder table and its rungs' history."""
-    from .figures import waterfall
-
     name = f"{FIGURES}/{slug(figure_stem(col.path, col.result))}-waterfall.png"
     parts = [f"<h3>{esc(col.label)}</h3>", f"<p>{esc(provenance_line(col.path, col.result))}</p>"]
     if any(r["status"] == "ok" for r in col.result["rungs"]):
@@ -186,8 +184,6 @@ def scenario_page(scenario: str, cols: list[compare.Column], data: SiteData, out
 
 def trained_page(data: SiteData, out: Path, written: list[str]) -> str:
     """The trained-policy success tables (train-ladder results), newest first, with their loss curves."""
-    from .figures import loss_curves
-
     body = ["<p>Rungs trained identically to a policy, each evaluated in LIBERO and judged against the reference.</p>"]
     for path, result in sorted(data.trained, key=lambda x: x[1]["provenance"]["created_at"], reverse=True):
         name = f"{FIGURES}/{slug(Path(path).parent.name)}-{slug(figure_stem(path, result))}-loss.png"

@@ -16,6 +16,9 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
 
 SLOWER, WITHIN_NOISE, NOT_SLOWER = "slower", "within noise", "not slower"
 
@@ -144,8 +147,6 @@ def steps_ratio(
     pairs: step i of every rung trains on the same batch after the same warm-up, so what step i costs in both
     runs (its data, a periodic pause) cancels; for independent runs this is no narrower than resampling each
     run apart."""
-    import numpy as np
-
     cur, base = np.asarray(current, dtype=float), np.asarray(baseline, dtype=float)
     rng = np.random.default_rng(seed)
     cur_idx = rng.integers(0, cur.size, size=(resamples, cur.size))
@@ -173,8 +174,6 @@ def with_process_spread(ratio: Ratio, spread: float, confidence: float = 0.95) -
     """A ratio of two single runs with the spread between processes added to its interval: each run is one draw
     of its process's level (log-normal, sd `spread`), so their log ratio moves by sqrt(2) x spread beyond what
     its steps show; each half of the interval (in logs) is widened in quadrature by z x sqrt(2) x spread."""
-    from statistics import NormalDist
-
     extra = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(2) * spread
     low_half, high_half = math.log(ratio.value / ratio.low), math.log(ratio.high / ratio.value)
     low = ratio.value * math.exp(-math.hypot(low_half, extra))

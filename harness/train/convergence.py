@@ -21,6 +21,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from tabulate import tabulate
+
 DEFAULT_TOLERANCE = 0.10
 WINDOW_FRACTION = 0.1  # the last 10% of the steps
 MIN_WINDOW = 10
@@ -93,8 +95,6 @@ def check_convergence(
 
 def convergence_table(checks: list[ConvergenceCheck]) -> str:
     """One line per checked run: its smoothed loss, the reference's, the difference and the verdict."""
-    from tabulate import tabulate
-
     rows = []
     for c in checks:
         diff = "-" if c.rel_diff is None else f"{c.rel_diff:+.1%}" + (f" (se {c.paired_se:.1%})" if c.paired_se else "")

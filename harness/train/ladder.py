@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 from models.schema import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, SchemaError, parse
 
+from ..data.pipeline import LoaderOptions
 from ..errors import InputError
 from .convergence import DEFAULT_TOLERANCE
 from .recipe import Recipe
@@ -101,8 +102,6 @@ def train_block(scenario) -> TrainBlock:
         if unknown:
             raise InputError(scenario.path, key, "rungs of the ladder (" + ", ".join(names) + ")", ", ".join(unknown))
     if block.loader:
-        from ..data.pipeline import LoaderOptions
-
         try:
             parse(LoaderOptions, block.loader, "train.loader")
         except SchemaError as e:

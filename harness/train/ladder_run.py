@@ -9,8 +9,15 @@ from collections.abc import Callable
 
 from .. import kinds
 from ..errors import InputError
+from ..eval import main as eval_main  # eval_main.run_eval, looked up when called: tests stand in for it
+from ..ladder.runner import unsupported_reason, with_substitutes
+from ..machine.hardware import capabilities
 from ..results import ResultWriter, load_result, provenance
+from . import loop  # loop.train, looked up when called: tests stand in for it
+from .checkpoints import saved_checkpoints
 from .ladder import RESULT_FILE, LadderPlan, error_text, eval_path, missing_suites, result_path, rung_dir
+from .loop import RESULT_FILE as TRAIN_FILE
+from .setup import TrainPlan
 
 # ([(seed, rung records by name)] per training seed, the reference rung's name, the train block) -> judgements per rung
 Judge = Callable[[list[tuple[int, dict[str, dict]]], str, object], dict]
@@ -24,11 +31,6 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None
     """`vlabench train` of the rung into OUT/<rung>/ (OUT/seed-<S>/<rung>/ with --seeds), with the ladder's data,
     steps and recipe and the seed (default: the plan's first); with --resume, a finished training is taken as it
     is and a stopped one continues from its last checkpoint."""
-    from .checkpoints import saved_checkpoints
-    from .loop import RESULT_FILE as TRAIN_FILE
-    from .loop import train
-    from .setup import TrainPlan
-
     seed = plan.seed if seed is None else seed
     folder = rung_dir(plan, rung, seed)
     if plan.resume and (folder / TRAIN_FILE).exists():
@@ -52,7 +54,7 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None
         seed=seed,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )
-    return train(tplan, command)
+    return loop.train(tplan, command)
 
 
 def evaluate_rung(
@@ -61,11 +63,9 @@ def evaluate_rung(
     """`vlabench eval` of the checkpoint on one of the ladder's suites with its trials, into the rung's folder of
     the training seed (eval_path: eval.json, or eval-<suite>.json in a ladder of several suites; the evaluation's
     own seed, its initial states, is the protocol's whatever the training's)."""
-    from ..eval.main import EvalConfig, run_eval
-
     s = plan.eval_settings
     out = eval_path(plan, rung, suite, seed)
-    cfg = EvalConfig(
+    cfg = eval_main.EvalConfig(
         suites=[suite],
         tasks=s.get("tasks"),
         trials=s["trials"],
@@ -81,7 +81,7 @@ def evaluate_rung(
         scenario={"name": plan.scenario.name, "path": plan.scenario.path, "sha256": plan.scenario.sha256, "rung": rung},
         max_steps=plan.max_steps,
     )
-    return run_eval(cfg, command, progress=_say)
+    return eval_main.run_eval(cfg, command, progress=_say)
 
 
 def _of_suite(rates: dict, suite: str) -> dict:
@@ -135,9 +135,6 @@ def _train_summary(result: dict) -> dict:
 
 def unsupported(plan: LadderPlan, rung: str) -> str | None:
     """Why the target cannot train the rung (as `vlabench run` decides, after the target's substitutes)."""
-    from ..ladder.runner import unsupported_reason, with_substitutes
-    from ..machine.hardware import capabilities
-
     caps = capabilities(plan.target)
     entry = next(r for r in plan.scenario.ladder if r.name == rung)
     entry, _ = with_substitutes(plan.scenario, plan.target, entry, caps)

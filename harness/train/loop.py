@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from models import get_family
+
 from .. import kinds
 from ..errors import InputError
 from ..ladder.rung import seed_step
@@ -308,7 +310,6 @@ def train(plan: TrainPlan, command: list[str]) -> dict:
     start = saved.step if saved else 0
     if start >= plan.steps:
         raise InputError("--steps", None, f"more than the {start} steps already trained", str(plan.steps))
-    from models import get_family
 
     family = get_family(spec.model)
     weights = initial_weights(plan, family, spec.workload, saved)

@@ -15,6 +15,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabulate import tabulate
+
+from ..errors import InputError
+from ..results import load_result
 from .recipe import OPENPI_PI05_LIBERO
 
 DEFAULT_RESULT = Path(__file__).resolve().parent.parent.parent / "results" / "h200" / "pi05-loongforge.json"
@@ -41,8 +45,6 @@ def predict(result: dict, steps: int, batch: int, gpus: tuple[int, ...] = (1, 8)
 
 
 def prediction_table(result: dict, steps: int, batch: int, gpus: tuple[int, ...] = (1, 8)) -> str:
-    from tabulate import tabulate
-
     rows = [
         [p.rung, f"{p.samples_per_s:.2f}", *(f"{p.hours[n]:.1f} h" for n in gpus)]
         for p in predict(result, steps, batch, gpus)
@@ -57,9 +59,6 @@ def prediction_table(result: dict, steps: int, batch: int, gpus: tuple[int, ...]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import InputError
-    from ..results import load_result
-
     p = argparse.ArgumentParser(prog="python -m harness.train.predict", description=__doc__.splitlines()[0])
     p.add_argument("result", nargs="?", default=str(DEFAULT_RESULT), help="a ladder result (default: the H200 one)")
     p.add_argument("--steps", type=int, default=OPENPI_PI05_LIBERO.steps, help="default: openpi pi05_libero's")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tabulate import tabulate
 
-def _duration(seconds: float | None) -> str:
+
+def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     if seconds < 120:
@@ -14,8 +16,6 @@ def _duration(seconds: float | None) -> str:
 def train_table(result: dict, fmt: str = "simple") -> str:
     """One row for the trained rung: steps, smoothed final loss, samples/s, wall time, the last checkpoint;
     then the recipe, the data and what differs from openpi's recipe."""
-    from tabulate import tabulate
-
     t = result.get("train") or {}
     w = result.get("workload") or {}
     sps = t.get("samples_per_s")
@@ -26,7 +26,7 @@ def train_table(result: dict, fmt: str = "simple") -> str:
         f"{t.get('steps_done', 0)}/{t.get('steps_planned', '-')}",
         "-" if t.get("final_loss") is None else f"{t['final_loss']:.4f} (last {t.get('smoothing_window')})",
         "-" if sps is None else f"{sps:.1f}",
-        _duration(t.get("wall_s")),
+        duration(t.get("wall_s")),
         last,
     ]
     headers = ["rung", "size", "steps", "final loss (smoothed)", "samples/s", "wall time", "last checkpoint"]

@@ -507,9 +507,8 @@ def vlabench_data_rung(
     sys.path.insert(0, str(ROOT))
     from harness.arguments import resolve_target
     from harness.ladder import rung as rung_module
-    from harness.ladder.run_cli import with_dataset
     from harness.ladder.runner import run_rung_process
-    from harness.scenario import load_scenario
+    from harness.scenario import load_scenario, with_dataset
     from harness.spec import scenario_spec
 
     scenario = with_dataset(load_scenario(ROOT / "scenarios" / "gr00t-loongforge.yaml"), str(dataset))

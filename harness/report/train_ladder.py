@@ -9,10 +9,13 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from tabulate import tabulate
+
+from ..judge.published import PUBLISHED_DIR, load_published, success_rates_by_policy
 from ..judge.seeds import MIN_SEEDS, NOT_JUDGED, too_few
 from ..judge.train_ladder import judge_runs, ladder_runs
-from .ladder import TrainBlock
-from .report import _duration
+from ..train.ladder import TrainBlock
+from ..train.report import duration
 
 _DEFAULTS = TrainBlock(steps=1)  # the tolerances a result without them was judged with
 
@@ -112,7 +115,7 @@ def _row(name: str, records: list[dict], ladder: dict, versus: dict, suites: lis
         label,
         seeds,
         ", ".join(done),
-        _duration(_mean(ok, "wall_s")),
+        duration(_mean(ok, "wall_s")),
         wall_x,
         "-" if sps is None else f"{sps:.0f}",
         speed,
@@ -160,8 +163,6 @@ def _suites(ladder: dict, runs: list) -> list[str]:
 def _published(result: dict, suites: list[str]) -> tuple[list[list[str]], list[str]]:
     """The published success rates of the ladder's model family on its suites (results/published): a row per
     policy they are of, under the suites' columns, and a line naming their sources; none where none is published."""
-    from ..judge.published import PUBLISHED_DIR, load_published, success_rates_by_policy
-
     if not PUBLISHED_DIR.is_dir():  # a copy of vlabench without the repository's results/
         return [], []
     model = (result.get("workload") or {}).get("model")
@@ -186,8 +187,6 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     the smoothed final loss and its convergence check, the success rate on each suite (Wilson interval, or per
     seed) and the success gate, all against the reference rung over the seeds; then the published success rates
     of the ladder's suites, a row per policy they are of."""
-    from tabulate import tabulate
-
     ladder = result["train_ladder"]
     runs = ladder_runs(result)
     suites = _suites(ladder, runs)
@@ -221,8 +220,8 @@ def time_to_train(result: dict) -> str | None:
         for name in [reference, *versus]
     }
     parts = [
-        f"{name} {over['wall_speedup']:.2f}x faster to train than {reference} ({_duration(walls[name])} against "
-        f"{_duration(walls[reference])} for {ladder['steps']} steps; {_times(over.get('speedup'))} by the median "
+        f"{name} {over['wall_speedup']:.2f}x faster to train than {reference} ({duration(walls[name])} against "
+        f"{duration(walls[reference])} for {ladder['steps']} steps; {_times(over.get('speedup'))} by the median "
         "step's samples/s)"
         for name, over in ((n, v.get("over_seeds") or {}) for n, v in versus.items())
         if over.get("wall_speedup") and walls[name] and walls[reference]

@@ -7,10 +7,17 @@ import sys
 from pathlib import Path
 
 from .. import kinds
-from ..arguments import renamed_flag
+from ..arguments import renamed_flag, resolve_target, workload_flag
+from ..data.errors import DatasetError
 from ..errors import InputError, UsageError
 from ..outputs import at_least, check_writable, file_name
-from .recipe import OPENPI_PI05_LIBERO, Recipe
+from ..results import load_result
+from ..scenario import load_scenario
+from ..train.convergence import DEFAULT_TOLERANCE, check_convergence, convergence_table
+from ..train.loop import RESULT_FILE, train
+from ..train.recipe import OPENPI_PI05_LIBERO, Recipe
+from ..train.report import train_table
+from ..train.setup import TrainPlan
 
 
 def add_train_arguments(p) -> None:
@@ -72,8 +79,7 @@ def _recipe(args) -> Recipe:
 
 def _check_dataset(path: str) -> None:
     """A missing or broken dataset is one line before anything is built."""
-    from ..data.dataset import preflight
-    from ..data.errors import DatasetError
+    from ..data.dataset import preflight  # here, not at the top: the reader imports pyarrow and PyAV (0.1 s)
 
     if not Path(path).exists():
         raise DatasetError(
@@ -86,10 +92,6 @@ def _check_dataset(path: str) -> None:
 
 
 def plan_from_args(args):
-    from ..arguments import resolve_target, workload_flag
-    from ..scenario import load_scenario
-    from .setup import TrainPlan
-
     at_least("--steps", args.steps, 1, "a positive number of steps")
     workload_flag("--batch-size", "batch_size", args.batch_size)
     at_least("--checkpoint-every", args.checkpoint_every, 1, "a positive number of steps")
@@ -145,9 +147,6 @@ def _loader_flags(args) -> dict | None:
 
 
 def cmd_train(args) -> int:
-    from .loop import RESULT_FILE, train
-    from .report import train_table
-
     plan = plan_from_args(args)
     try:
         result = train(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])])
@@ -164,8 +163,6 @@ def cmd_train(args) -> int:
 
 
 def add_train_check_arguments(p) -> None:
-    from .convergence import DEFAULT_TOLERANCE
-
     p.add_argument("results", nargs="+", type=Path, help="train results (train.json) of the rungs to check")
     p.add_argument("--reference", required=True, type=Path, help="the reference run's train.json (e.g. community)")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
@@ -173,9 +170,6 @@ def add_train_check_arguments(p) -> None:
 
 
 def cmd_train_check(args) -> int:
-    from ..results import load_result
-    from .convergence import check_convergence, convergence_table
-
     at_least("--tolerance", args.tolerance, 0, "a non-negative relative tolerance")
     loaded = []
     for path in [args.reference, *args.results]:

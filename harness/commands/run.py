@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import shlex
 import sys
@@ -10,9 +9,13 @@ from pathlib import Path
 
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
+from ..ladder import runner  # runner.run_scenario, looked up when called: tests stand in for it
+from ..ladder.processes import signals_as_interrupt
 from ..machine.hardware import TARGETS
 from ..outputs import check_out_file, file_name, positive_seconds
-from .processes import signals_as_interrupt
+from ..report.report import ladder_table
+from ..results import commit_argument
+from ..scenario import load_scenario, with_dataset
 
 # A result meant for gating holds the spread between processes: pyperf and asv time several processes by default
 # for the same reason (docs/gates.md, "The default path").
@@ -52,6 +55,11 @@ def add_run_arguments(run) -> None:
         metavar="S",
         help="record a rung as error if it runs longer than S seconds",
     )
+    _add_process_arguments(run)
+
+
+def _add_process_arguments(run) -> None:
+    """How each rung runs: its repeats, its processes (torchrun) and the commit it records."""
     run.add_argument(
         "--repeats",
         type=int,
@@ -85,11 +93,6 @@ def add_run_arguments(run) -> None:
 
 
 def cmd_run(args) -> int:
-    from ..report.report import ladder_table
-    from ..results import commit_argument
-    from ..scenario import load_scenario
-    from .runner import run_scenario
-
     positive_seconds("--rung-timeout", args.rung_timeout)
     commit = commit_argument(args.commit) if args.commit is not None else None
     try:
@@ -117,7 +120,7 @@ def cmd_run(args) -> int:
     if args.repeats < 1:
         return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
     with signals_as_interrupt():  # SIGTERM/SIGHUP end the rung's process group as Ctrl-C does
-        result = run_scenario(
+        result = runner.run_scenario(
             scenario,
             target,
             out,
@@ -167,19 +170,6 @@ def failed_rungs(result: dict) -> list[str]:
         or (r.get("loss_parity") or {}).get("pass") is False
         or any(a["run_id"] == run_id for a in r.get("failed_attempts", []))
     ]
-
-
-def with_dataset(scenario, path: str):
-    """The scenario with every target's workload reading the dataset at `path`."""
-    from ..data.pipeline import DataSpec, reading
-
-    # a dataset named on the command line is never made: a mistyped path stays an error
-    targets = {
-        name: {**o, "data": reading(o["data"], path)} if isinstance(o.get("data"), DataSpec) else o
-        for name, o in scenario.targets.items()
-    }
-    workload = dataclasses.replace(scenario.workload, data=reading(scenario.workload.data, path))
-    return dataclasses.replace(scenario, workload=workload, targets=targets)
 
 
 def default_out(scenario, target: str, kind: str = "") -> Path:

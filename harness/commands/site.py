@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import EXIT_OK
+from ..report.site import build_site
 
 
 def add_site_arguments(site) -> None:
@@ -17,8 +18,6 @@ def add_site_arguments(site) -> None:
 
 
 def cmd_site(args) -> int:
-    from .site import build_site
-
     start = time.monotonic()
     written = build_site(args.repo, args.out, force=args.force)
     print(f"site: {args.out / 'index.html'} ({len(written)} files in {time.monotonic() - start:.1f} s)")

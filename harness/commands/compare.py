@@ -7,9 +7,12 @@ from pathlib import Path
 
 from .. import kinds
 from ..errors import EXIT_OK, fail
+from ..judge import compare
+from ..judge.compare_training import training_tables
+from ..judge.published import PUBLISHED_DIR, load_published
+from ..ladder.floor import attach_floors
 from ..outputs import check_new_files, check_out_dir
 from ..results import load_results, result_files
-from .published import PUBLISHED_DIR
 
 OUT_FILES = ("comparison.md", "comparison.csv", "verdicts.csv")  # what --out may hold
 
@@ -39,14 +42,9 @@ def add_compare_arguments(comp) -> None:
 
 
 def cmd_compare(args) -> int:
-    from . import compare
-    from .published import load_published
-
     if args.out:
         check_out_dir(args.out)
         check_new_files(args.out, OUT_FILES, args.force)
-    from ..ladder.floor import attach_floors
-    from .compare_training import training_tables
 
     results = attach_floors(load_results(result_files(args.results)))  # a ladder's share of its card's floor
     fmt = "github" if args.format == "markdown" else "simple"

@@ -11,9 +11,13 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from .errors import DatasetError
-from .lerobot_format import LIBERO_CAMERAS
-from .writer import Episode
+from ..data.errors import DatasetError
+from ..data.lerobot_format import LIBERO_CAMERAS
+from ..data.writer import Episode
+from . import sim
+from .env import suite_tasks
+from .policies import make_policy
+from .runner import EvalRunner, plan_episodes
 
 
 def libero_episodes(
@@ -33,9 +37,6 @@ def libero_episodes(
     from `first_trial >= T` never share an initial state with it. `action_noise`: the deviation of the noise
     executed with the policy's arm actions, or (position, rotation) deviations (harness/eval/episode.py); the
     episodes record the policy's own."""
-    from ..eval import sim
-    from ..eval.policies import make_policy
-
     setup = sim.prepare(assets)
     planned = _plan_demonstrations(suite, tasks, count, seed, first_trial)
     for ep in planned:
@@ -51,9 +52,6 @@ def libero_episodes(
 def _plan_demonstrations(suite: str, tasks: list[int] | None, count: int, seed: int, first_trial: int) -> list:
     """The first `count` planned episodes from trial `first_trial` on, the tasks in turn (trial K of every task,
     then trial K+1, ...), so any first `count` cover them all; each marked a demonstration."""
-    from ..eval.env import suite_tasks
-    from ..eval.runner import plan_episodes
-
     chosen = tasks if tasks is not None else list(range(len(suite_tasks(suite))))
     try:
         planned = plan_episodes([suite], chosen, math.ceil(count / len(chosen)), seed, first_trial=first_trial)
@@ -73,8 +71,6 @@ def _successful_rollouts(
     """Run the planned episodes on the evaluation's env workers in a background thread, yielding each successful
     one as an Episode as it finishes; a failed one is appended to `failed` (a line saying why) and left out. An
     error of the rollouts is raised here, on the writer's side."""
-    from ..eval.runner import EvalRunner
-
     ready: queue.Queue = queue.Queue(maxsize=4)  # a few episodes of frames in memory at most
 
     def keep(record: dict, episode, demo: dict) -> None:

@@ -5,10 +5,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..arguments import renamed_flag
+from models.extras import pip_install
+
+from ..arguments import chosen_rungs, renamed_flag, resolve_target, workload_flag
+from ..data.make import make_missing
 from ..errors import InputError, UsageError
+from ..eval import sim  # sim.missing_packages, looked up when called: tests stand in for it
+from ..eval.main import eval_block
+from ..eval.protocol import SEED, TRIALS
+from ..eval.ray_pool import check_ray
+from ..judge.train_ladder import judge_runs
+from ..ladder.memory_plan import check_unlisted_target
 from ..outputs import at_least, check_writable, file_name
-from .ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
+from ..report.train_ladder import train_ladder_table
+from ..results import load_result
+from ..scenario import load_scenario
+from ..train.ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
+from ..train.ladder_run import run_train_ladder
+from .eval import int_list, suite_list
+from .train import _check_dataset
 
 
 def add_train_ladder_arguments(p) -> None:
@@ -44,9 +59,6 @@ def add_train_ladder_arguments(p) -> None:
 
 def _suites(args, settings: dict, folder: Path) -> list[str]:
     """--suites, else those of the ladder --resume continues (its --suites stay), else the eval block's."""
-    from ..eval.main import suite_list
-    from ..results import load_result
-
     if args.suites:
         return suite_list(args.suites, "--suites")
     if args.resume:
@@ -56,11 +68,8 @@ def _suites(args, settings: dict, folder: Path) -> list[str]:
 
 
 def _eval_settings(scenario, args, folder: Path) -> dict:
-    from ..eval.main import _int_list, eval_block
-    from ..eval.protocol import SEED, TRIALS
-
     settings, _, _ = eval_block(scenario)
-    tasks = _int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
+    tasks = int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
     out = {
         "suites": _suites(args, settings, folder),
         "tasks": tasks,
@@ -82,13 +91,10 @@ def _eval_settings(scenario, args, folder: Path) -> dict:
 
 def _dataset(scenario, target) -> str:
     """The target workload's dataset, made first when missing and its `data.make` says how."""
-    from ..data.cli import make_missing
-
     data = scenario.workload_for(target.name).data
     if data == "synthetic":
         raise InputError(scenario.path, "workload.data", "a dataset to train on (data: {dataset: PATH})", "synthetic")
     make_missing(data, say=lambda line: print(line, flush=True))
-    from .cli import _check_dataset
 
     _check_dataset(data.dataset)
     return data.dataset
@@ -97,11 +103,7 @@ def _dataset(scenario, target) -> str:
 def _check_simulator(scenario) -> None:
     """Every rung is evaluated in LIBERO after it trains: a missing sim extra is one line before the first rung
     trains, not an error after each has trained for minutes."""
-    from models.extras import pip_install
-
-    from ..eval.sim import missing_packages
-
-    missing = missing_packages()
+    missing = sim.missing_packages()
     if missing:
         raise InputError(
             scenario.path,
@@ -112,16 +114,10 @@ def _check_simulator(scenario) -> None:
 
 
 def _rungs(scenario, block, text: str | None) -> tuple[str, ...]:
-    from ..arguments import chosen_rungs
-
     return tuple(chosen_rungs(scenario, text) or block.rungs or scenario.rung_names())
 
 
 def plan_from_args(args) -> LadderPlan:
-    from ..arguments import resolve_target, workload_flag
-    from ..ladder.memory_plan import check_unlisted_target
-    from ..scenario import load_scenario
-
     for flag, value in (("--steps", args.steps), ("--trials", args.trials), ("--sim-workers", args.sim_workers)):
         at_least(flag, value, 1, "a positive number")
     at_least("--max-steps", args.max_steps, 1, "a positive number of steps")
@@ -147,8 +143,6 @@ def plan_from_args(args) -> LadderPlan:
     _check_simulator(scenario)
     device = args.device
     if args.ray:  # Ray missing, or a GPU asked of it: one line before the first rung trains
-        from ..eval.ray_pool import check_ray
-
         device = check_ray(device)
     check_unlisted_target(scenario, target, scenario.workload_for(target.name))  # before the first rung builds
     return LadderPlan(
@@ -183,10 +177,6 @@ def _seeds(args, workload_seed: int) -> dict:
 
 
 def cmd_train_ladder(args) -> int:
-    from ..judge.train_ladder import judge_runs
-    from .ladder_report import train_ladder_table
-    from .ladder_run import run_train_ladder
-
     plan = plan_from_args(args)
     try:
         result = run_train_ladder(plan, ["vlabench", *getattr(args, "argv", sys.argv[1:])], judge_runs)

@@ -6,11 +6,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import yaml
+
+from models import get_family
+
 from .. import kinds
 from ..arguments import resolve_target, workload_flag
 from ..errors import EXIT_FAILED, EXIT_OK, fail
+from ..ladder import runner  # runner.run_scenario, looked up when called: tests stand in for it
+from ..ladder.runner import unsupported_reason, with_substitutes
+from ..ladder.sweep import default_rung, plan_recompute, sweep_scenario, sweep_table
+from ..machine.hardware import capabilities
 from ..outputs import check_out_file, positive_seconds
-from .run_cli import default_out, with_dataset
+from ..results import load_result
+from ..scenario import load_scenario, with_dataset
+from .run import default_out
 
 
 def add_recompute_sweep_arguments(sweep) -> None:
@@ -40,12 +50,6 @@ def add_recompute_sweep_arguments(sweep) -> None:
 
 
 def cmd_recompute_sweep(args) -> int:
-    from models import get_family
-
-    from ..scenario import load_scenario
-    from .runner import run_scenario
-    from .sweep import default_rung, sweep_scenario, sweep_table
-
     positive_seconds("--rung-timeout", args.rung_timeout)
     for flag, field in (
         ("--batch-size", "batch_size"),
@@ -80,7 +84,7 @@ def cmd_recompute_sweep(args) -> int:
     )
     out = args.out or default_out(scenario, target.name, "-recompute-sweep")
     check_out_file(out, overwrite=args.overwrite)
-    result = run_scenario(
+    result = runner.run_scenario(
         sweep,
         target,
         out,
@@ -108,9 +112,6 @@ def _sweep_knobs_error(family, scenario, compile_mode: str | None) -> str | None
 
 def _trainable_on(scenario, target):
     """Whether the target can train a rung of the scenario (with the target's substitutes), as `run` decides."""
-    from ..machine.hardware import capabilities
-    from .runner import unsupported_reason, with_substitutes
-
     caps = capabilities(target)
     return lambda rung: (
         unsupported_reason(scenario, target, with_substitutes(scenario, target, rung, caps)[0], caps) is None
@@ -123,11 +124,6 @@ def add_recompute_plan_arguments(plan) -> None:
 
 
 def cmd_recompute_plan(args) -> int:
-    import yaml
-
-    from ..results import load_result
-    from .sweep import plan_recompute, sweep_table
-
     result = load_result(args.sweep)
     if not kinds.is_kind(result, "recompute-sweep"):
         return fail(

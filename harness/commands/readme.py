@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import EXIT_FAILED, EXIT_OK
+from ..report.readme import update_readme
 
 
 def add_readme_arguments(readme) -> None:
@@ -19,8 +20,6 @@ def add_readme_arguments(readme) -> None:
 
 
 def cmd_readme(args) -> int:
-    from .readme import update_readme
-
     changed = update_readme(Path(args.repo), check=args.check)
     if args.check and changed:
         print(f"stale: {', '.join(map(str, changed))}: run `vlabench readme`", file=sys.stderr)

@@ -6,8 +6,9 @@ import shlex
 from pathlib import Path
 
 from ..errors import EXIT_OK
-from ..judge.published import PUBLISHED_DIR
+from ..judge.published import PUBLISHED_DIR, load_published
 from ..outputs import check_new_files, check_out_dir
+from ..report.report import write_report
 from ..results import load_results
 
 
@@ -22,9 +23,6 @@ def add_report_arguments(rep) -> None:
 
 
 def cmd_report(args) -> int:
-    from ..judge.published import load_published
-    from .report import write_report
-
     check_out_dir(args.out)
     check_new_files(args.out, ("report.md",), args.force)
     figures = None if args.no_published else load_published(args.published_dir)

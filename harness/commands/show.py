@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from tabulate import tabulate_formats
+
+from .. import results as result_files  # result_files.load_results, looked up when called: tests stand in for it
 from ..errors import EXIT_OK, InputError
+from ..ladder.floor import attach_floors
+from ..report.report import result_table
+from ..stats.provenance_checks import provenance_problems
 
 
 def add_show_arguments(show) -> None:
@@ -13,17 +19,10 @@ def add_show_arguments(show) -> None:
 
 
 def cmd_show(args) -> int:
-    from tabulate import tabulate_formats
-
-    from ..ladder.floor import attach_floors
-    from ..results import load_results
-    from ..stats.provenance_checks import provenance_problems
-    from .report import result_table
-
     if args.format not in tabulate_formats:
         raise InputError("--format", None, "a tabulate format (" + ", ".join(tabulate_formats) + ")", repr(args.format))
     # any kind: ladder, recompute sweep, eval, profile, ...; a ladder shown beside a floor result of its workload shows its share
-    results = load_results(args.results, any_kind=True)  # a profile too (a kind with a schema of its own)
+    results = result_files.load_results(args.results, any_kind=True)  # a profile too (a kind with a schema of its own)
     for path, result in results:  # shown all the same, with a warning: provenance written by hand after the run
         problems = provenance_problems(result)
         if problems:

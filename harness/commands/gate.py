@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..arguments import fraction
 from ..errors import EXIT_OK, InputError
+from ..judge.gates import Limits, gate_files, record, recorded_baseline_path
+from ..results import load_result
 
 
 def add_gate_arguments(gate) -> None:
@@ -29,9 +31,6 @@ def add_gate_arguments(gate) -> None:
 
 
 def cmd_gate(args) -> int:
-    from ..results import load_result
-    from .gates import Limits, gate_files, recorded_baseline_path
-
     limits = Limits(
         tolerance=fraction("--tolerance", args.tolerance),
         memory_tolerance=fraction("--memory-tolerance", args.memory_tolerance or args.tolerance),
@@ -69,8 +68,6 @@ def add_record_arguments(record) -> None:
 
 
 def cmd_record(args) -> int:
-    from .gates import record
-
     dest, kept = record(args.result, args.results_dir, force=args.force)
     print(f"recorded {args.result} as the baseline {dest}" + (f" (the one it replaced kept as {kept})" if kept else ""))
     return EXIT_OK

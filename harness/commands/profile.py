@@ -6,9 +6,15 @@ import dataclasses
 from pathlib import Path
 
 from ..arguments import resolve_target, workload_flag
+from ..data.pipeline import feed_kind
 from ..errors import EXIT_OK, fail
+from ..ladder.profile import data_path_rate, data_rate_table, profile_rung, profile_table
+from ..ladder.runner import check_dataset, unsupported_reason, with_substitutes
+from ..machine.hardware import capabilities
 from ..outputs import at_least, check_out_file
-from .run_cli import with_dataset
+from ..results import _write_atomic, provenance
+from ..scenario import load_scenario, with_dataset
+from ..spec import scenario_spec
 
 
 def add_profile_arguments(prof) -> None:
@@ -34,12 +40,6 @@ def add_profile_arguments(prof) -> None:
 
 
 def cmd_profile(args) -> int:
-    from ..machine.hardware import capabilities
-    from ..scenario import load_scenario
-    from ..spec import scenario_spec
-    from .profile import profile_rung, profile_table
-    from .runner import unsupported_reason, with_substitutes
-
     at_least("--steps", args.steps, 1, "a positive number of steps")
     workload_flag("--batch-size", "batch_size", args.batch_size)
     at_least("--top", args.top, 1, "a positive number of kernels")
@@ -76,10 +76,6 @@ def cmd_profile(args) -> int:
 
 def data_only(args, scenario, target, rung, spec) -> int:
     """`--data-only`: the rung's input pipeline timed alone (harness/ladder/profile.py data_path_rate)."""
-    from ..data.pipeline import feed_kind
-    from .profile import data_path_rate, data_rate_table
-    from .runner import check_dataset
-
     if feed_kind(spec.workload.data, spec.loader) == "synthetic":
         return fail(f"--data-only: {args.rung} reads synthetic batches; pass --dataset PATH or a workload data.dataset")
     check_dataset(scenario, spec.workload, [rung.name])
@@ -92,8 +88,6 @@ def data_only(args, scenario, target, rung, spec) -> int:
 
 def write_profile(args, scenario, target, batch_size: int, result: dict) -> None:
     if args.out:
-        from ..results import _write_atomic, provenance
-
         args.out.parent.mkdir(parents=True, exist_ok=True)
         record = {"scenario": scenario.name, "rung": args.rung, "target": target.name, "batch_size": batch_size}
         _write_atomic(args.out, {**record, **result, "provenance": provenance(["vlabench", *args.argv])})
