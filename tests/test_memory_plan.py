@@ -160,7 +160,7 @@ def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refuse
     """The committed H100 run: fp8-triton-vision-mlp ran out of memory under the H100's recompute plan. On an H100
     with the same plan it is refused before it builds, naming the run; the rungs that fitted run; another card is
     not concerned, and neither are other options (the micro-batch plan's)."""
-    h100 = json.loads((ROOT / "results/h100/evidence/pi05-beyond-recompute-plan-73e4fc5.json").read_text())
+    h100 = json.loads((ROOT / "results/h100/history/pi05-beyond/0001-73e4fc5.json").read_text())
     oom = [r["name"] for r in h100["rungs"] if r["status"] == "oom"]
     assert oom == ["fp8-triton-vision-mlp"]
     card = h100["target"]["memory_gib"]
@@ -170,7 +170,7 @@ def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refuse
     sha = h100["provenance"]["git_sha"][:7]
     assert refused == (
         f"needs more than the card's {card:.1f} GiB: it ran out of memory on h100 with these options "
-        f"(pi05-beyond-recompute-plan-73e4fc5.json, vlabench {sha})"
+        f"(0001-73e4fc5.json, vlabench {sha})"
     )
     assert p.apply(rung("fp8-triton-mlp"))[2] is None and p.apply(rung("skip-prefix-tail"))[2] is None
     assert planner(card, scenario=RECOMPUTE_ONLY, target="h200").apply(rung("fp8-triton-vision-mlp"))[2] is None
