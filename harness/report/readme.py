@@ -70,9 +70,14 @@ def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | Non
     return max(both, key=lambda x: x[1]["provenance"]["created_at"], default=None)
 
 
-def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
+def _link(path: str, page: Path) -> str:
+    """A repository path as a link target from `page` (README.md at the root, docs/results.md one folder down)."""
+    return Path(os.path.relpath(path, page.parent)).as_posix()
+
+
+def trained_block(trained: list[tuple[str, dict]], page: Path = README) -> list[str]:
     """The newest comparison of trained rungs: each rung's training speed beside its policy's success and the
-    verdicts against the reference rung; lines of a markdown section, or none."""
+    verdicts against the reference rung; lines of a markdown section (links relative to `page`), or none."""
     shown = newest_comparison(trained)
     if shown is None:
         return []
@@ -83,7 +88,7 @@ def trained_block(trained: list[tuple[str, dict]]) -> list[str]:
         "",
         "Trained and evaluated here: the rungs of a ladder trained identically to a policy (the same data, seed,",
         "steps and recipe), each policy evaluated in LIBERO, its speed set beside its success and judged against",
-        "the reference rung ([training](docs/training.md)):",
+        f"the reference rung ([training]({_link('docs/training.md', page)})):",
         "",
         "```",
         result_table(result),
@@ -155,6 +160,9 @@ def results_block(
     shown = readme_figure(results)
     if shown:
         parts += ["", _figure_link(shown[1], RESULTS_DOC)]
+    parts += libero_block(results, figures, RESULTS_DOC)
+    parts += trained_block(trained, RESULTS_DOC)
+    newest = newest_comparison(trained)
     evals: dict[tuple, list[tuple[str, dict]]] = {}
     for path, result in results:
         if kinds.is_kind(result, "eval"):  # shown together below: one row per number of env workers
@@ -165,7 +173,8 @@ def results_block(
         parts += ["", "```", eval_scaling_table([r for _, r in group]), "```"]
         parts += [provenance_line(path, result) for path, result in sorted(group, key=lambda x: eval_workers(x[1]))]
     for path, result in sorted(trained, key=lambda x: x[1]["provenance"]["created_at"]):
-        parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
+        if newest is None or path != newest[0]:  # the newest comparison is shown above, with its time to train
+            parts += ["", "```", result_table(result), "```", provenance_line(path, result)]
     # Beside our results: the published figures of the sources that map onto a scenario (or an evaluated
     # suite) we have results of; `vlabench compare --published` lists the rest.
     scenarios = {r["scenario"]["name"] for _, r in results}
@@ -208,9 +217,10 @@ def _rate(entry: dict) -> str:
     )
 
 
-def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
+def libero_block(results: list[tuple[str, dict]], figures: list, page: Path = README) -> list[str]:
     """The LIBERO success rates measured here (evaluations of a policy that is not random weights), each suite
-    beside the published Pi0.5 success rates of that suite: lines of a markdown section, or none."""
+    beside the published Pi0.5 success rates of that suite: lines of a markdown section (links relative to
+    `page`), or none."""
     measured: dict[str, list[str]] = {}
     for path, r in sorted(results, key=lambda x: x[0]):
         policy = r.get("policy") or {}
@@ -223,7 +233,7 @@ def libero_block(results: list[tuple[str, dict]], figures: list) -> list[str]:
             which = "all tasks" if not tasks else f"tasks {', '.join(str(t) for t in tasks)}"
             which += f" x {trials} trials" if trials else ""
             measured.setdefault(suite, []).append(
-                f"{policy.get('name')}, {which}: {_rate(entry)} on {r['target']['name']} ([{Path(path).name}]({path}))"
+                f"{policy.get('name')}, {which}: {_rate(entry)} on {r['target']['name']} ([{Path(path).name}]({_link(path, page)}))"
             )
     if not measured:
         return []
@@ -269,14 +279,16 @@ def headline_block(
             provenance_line(path, result),
             *headline_verdicts(path, result, load_published(repo / "results" / "published")),
         ]
-    parts += libero_block(results, load_published(repo / "results" / "published"))
-    parts += trained_block(trained)
+    shown_trained = newest_comparison(trained)
+    faster = time_to_train(shown_trained[1]) if shown_trained else None
     doc = RESULTS_DOC.as_posix()
+    if faster:  # the README's "x times faster to train" is the whole training's wall time
+        parts += ["", f"{faster} Details: [training](docs/training.md)."]
     parts += [
         "",
         (
-            "Every committed result, the comparison with the published figures (with verdicts) and the "
-            f"LIBERO evaluation tables: [{doc}]({doc})."
+            "Every committed result, the comparison with the published figures (with verdicts), the LIBERO success "
+            f"rates and the trained rungs' table: [{doc}]({doc})."
         ),
         "",
         HEADLINE_END,
