@@ -95,7 +95,15 @@ def host_summary(result: dict, visible: str = "") -> str | None:
     host, probe = result.get("provenance", {}).get("host"), host_probe_ms(result)
     parts = [f"{host['cpu_model']}, {host['cpus_visible']} cores{visible}"] if host else []
     if probe is not None:
-        parts.append(f"dispatch probe {probe:.1f} ms (1000 CPU tensor adds)")
+        kernel = next(
+            (
+                r["machine_probe"]["host_kernel"]
+                for r in result["rungs"]
+                if "host_kernel" in (r.get("machine_probe") or {})
+            ),
+            "the host probe",
+        )
+        parts.append(f"dispatch probe {probe:.1f} ms ({kernel})")
     return ", ".join(parts) or None
 
 

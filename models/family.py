@@ -55,7 +55,6 @@ class Knobs:
     recompute_patterns: tuple[str, ...] = ()
     cuda_graphs: bool = False  # the step replays CUDA graphs (their memory pool is reserved, not allocated)
     fp8_linears: bool = False  # linears train in FP8 (the kernel floor to compare with is the FP8 one)
-    micro_batches: int = 1  # the step runs its batch as this many equal slices (activations of one at a time)
 
 
 @dataclass

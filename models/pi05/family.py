@@ -110,7 +110,6 @@ class Pi05Family(ModelFamily):
             recompute_patterns=opts.recompute.patterns if isinstance(opts.recompute, RecomputePatterns) else (),
             cuda_graphs=opts.cuda_graphs != "none",
             fp8_linears=opts.linear == "fp8",
-            micro_batches=opts.micro_batches,
         )
 
     def micro_batch_options(self, micro_batches: int) -> dict:
