@@ -8,9 +8,10 @@ from pathlib import Path
 from ..arguments import resolve_target, workload_flag
 from ..data.pipeline import feed_kind
 from ..errors import EXIT_OK, fail
+from ..ladder.memory_plan import MemoryPlanner, memory_line
 from ..ladder.profile import data_path_rate, data_rate_table, profile_rung, profile_table
 from ..ladder.runner import check_dataset, unsupported_reason, with_substitutes
-from ..machine.hardware import capabilities
+from ..machine.hardware import capabilities, get_device
 from ..outputs import at_least, check_out_file
 from ..results import _write_atomic, provenance
 from ..scenario import load_scenario, with_dataset
@@ -59,7 +60,8 @@ def cmd_profile(args) -> int:
         return fail(f"--rung: expected a rung of {scenario.name} ({', '.join(rungs)}), got {args.rung!r}")
     caps = capabilities(target)
     rung, _ = with_substitutes(scenario, target, rungs[args.rung], caps)
-    reason = unsupported_reason(scenario, target, rung, caps)
+    rung, memory, too_big = planned_for_card(scenario, target, rung, args.batch_size)
+    reason = too_big or unsupported_reason(scenario, target, rung, caps)
     if reason:
         return fail(f"{args.rung}: unsupported on {target.name}: {reason}")
     spec = scenario_spec(scenario, target, rung, batch_size=args.batch_size)
@@ -68,10 +70,25 @@ def cmd_profile(args) -> int:
     if args.synthetic:  # the compute alone: batches made up front on the device
         spec = dataclasses.replace(spec, loader={**spec.loader, "kind": "synthetic"})
     result = profile_rung(spec, steps=args.steps, top=args.top)
+    if memory is not None:
+        result["memory_plan"] = memory
     batch_size = spec.workload.batch_size
     print(profile_table(f"{scenario.name}/{args.rung} on {target.name}, batch {batch_size}", result))
     write_profile(args, scenario, target, batch_size, result)
     return EXIT_OK
+
+
+def planned_for_card(scenario, target, rung, batch_size: int | None):
+    """The rung as `vlabench run` builds it on this card (its memory plan: micro-batches or recompute, printed), and
+    the plan (None: nothing planned) and why it cannot fit (None: it can). A --batch-size override has no evidence to plan from: the rung as written."""
+    if batch_size is not None:
+        return rung, None, None
+    workload = scenario_spec(scenario, target).workload_record()
+    card_gib = get_device(target.backend, target_name=target.name).total_memory_gib()
+    rung, plan, too_big = MemoryPlanner(scenario, workload, card_gib, target.name).apply(rung)
+    if plan is not None:
+        print(memory_line(plan))
+    return rung, plan, too_big
 
 
 def data_only(args, scenario, target, rung, spec) -> int:
