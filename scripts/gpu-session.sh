@@ -16,6 +16,7 @@
 #                  committed result (the dataset is made in the background from the session's start)
 #   loongforge-rest: pi05-loongforge's other rungs (LOONGFORGE_REST picks) with the card's kernel floor, appended to
 #                  the card's committed result
+#   ascend, fidelity: pi05-ascend's and pi05-community-fidelity's whole ladders (20 timed steps a rung)
 # An appending part starts from the committed results/<target>/<scenario>.json where the session has none yet; the
 # file that comes back is made the baseline only through `vlabench record`.
 # Carry .whl with torchao (scripts/fetch-sim-wheels.sh lists the version). Pass VLABENCH_GIT_SHA=<the commit sent>
@@ -83,6 +84,10 @@ for part in "$@"; do
       vlabench run scenarios/pi05-loongforge.yaml --append --floor --repeats 1 --rung-timeout 450 \
         --rungs "${LOONGFORGE_REST:-prune-empty-cameras,compile-backbone,flex-attention,recompute-vit-only}" \
         --out "$(appended pi05-loongforge)" 2>&1 | grep -v "^    step\|^    warm-up" ;;
+    ascend|fidelity)
+      name=$([ "$part" = ascend ] && echo pi05-ascend || echo pi05-community-fidelity)
+      vlabench run scenarios/$name.yaml --repeats 1 --rung-timeout 450 --out "$results/$name.json" 2>&1 \
+        | grep -v "^    step\|^    warm-up" ;;
     profiles)
       for rung in ${PROFILE_RUNGS:-skip-prefix-tail fp8-triton-vision-mlp}; do
         vlabench profile scenarios/pi05-beyond.yaml --rung "$rung" --steps 5 --top 25 \

@@ -179,3 +179,27 @@ def test_a_rung_that_ran_out_of_memory_on_this_card_with_these_options_is_refuse
     assert MemoryPlanner(BEYOND, PEAKS["workload"], card, "a100").apply(rung("fp8-triton-vision-mlp"))[2] is None
     # on a card whose plan differs (room for the written recompute), the options differ: not refused
     assert MemoryPlanner(BEYOND, PEAKS["workload"], 139.8, "h100").apply(rung("fp8-triton-vision-mlp"))[2] is None
+
+
+def test_profile_builds_a_planned_rung_as_run_does_on_the_card(monkeypatch, capsys):
+    """`vlabench profile` of a planned rung on an 80 GB card profiles the step `run` times there (two micro-batches),
+    says so, and keeps the plan; a card no plan fits refuses before anything builds."""
+    from harness.commands import profile
+
+    class Card:
+        def __init__(self, gib):
+            self.gib = gib
+
+        def total_memory_gib(self):
+            return self.gib
+
+    h100 = get_target("h100")
+    monkeypatch.setattr(profile, "get_device", lambda *a, **k: Card(79.19))
+    ran, plan, refused = profile.planned_for_card(BEYOND, h100, rung("skip-prefix-tail"), None)
+    assert refused is None and plan["micro_batches"] == 2 and ran.cumulative["micro_batches"] == 2
+    assert "memory: 2 micro-batches a step" in capsys.readouterr().out
+    # a --batch-size override has no evidence: the rung as written, nothing planned
+    assert profile.planned_for_card(BEYOND, h100, rung("skip-prefix-tail"), 8) == (rung("skip-prefix-tail"), None, None)
+    monkeypatch.setattr(profile, "get_device", lambda *a, **k: Card(30.0))
+    _, _, refused = profile.planned_for_card(BEYOND, h100, rung("skip-prefix-tail"), None)
+    assert refused and refused.startswith("needs ") and "the card has 30.0" in refused
