@@ -17,7 +17,7 @@
 #   loongforge-rest: pi05-loongforge's other rungs (LOONGFORGE_REST picks) with the card's kernel floor, appended to
 #                  the card's committed result
 #   ascend, fidelity: pi05-ascend's and pi05-community-fidelity's whole ladders (20 timed steps a rung)
-#   gpu-tests:     every GPU-only test: optimizers, whole-step graph, FP8 MLP, Pi0.5 inference, GR00T, DDP (TESTS_K: -k)
+#   gpu-tests:     every test file with GPU-only tests, Pi0.5's, GR00T's and the shared ones (TESTS_K selects, as -k)
 #   beyond-sweep:  pi05-beyond's recompute sweep and the plan under 85% of the card's memory (SWEEP_BUDGET_GIB)
 #   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, eager and graphed (scripts/optimizer_step_gaps.py)
 #   data:          pi05-data's ladder (the data paths) on a 200-episode synthetic LIBERO-shaped dataset made first
@@ -141,7 +141,8 @@ for part in "$@"; do
     gpu-tests)
       python3 -m pytest -q -p no:cacheprovider --tb=short -W ignore tests/test_triton_adamw.py \
         tests/test_whole_step_graph.py tests/test_clipped_adamw.py tests/test_fp8_mlp.py tests/test_pi05_inference.py \
-        tests/test_gr00t_rungs.py tests/test_distributed.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tail -30 ;;
+        tests/test_gr00t_rungs.py tests/test_distributed.py tests/test_flex.py tests/test_probe.py \
+        ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tail -30 ;;
     beyond-sweep)
       budget=${SWEEP_BUDGET_GIB:-$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 \
         | awk '{print int($1 * 0.85 / 1024)}')}
