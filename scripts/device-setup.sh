@@ -1,10 +1,10 @@
-# Sourced by the scripts/h200*.sh device scripts, from the repository root: what a fresh device machine needs
+# Sourced by scripts/gpu-session.sh, from the repository root (or by hand): what a fresh device machine needs
 # before vlabench runs there (it has no registry; carried paths bring the rest):
 #   - the GL loader packages carried in .gl/ (as root), and NVIDIA's EGL vendor file, for EGL rendering;
 #   - the wheels carried in $WHEELS (default .whl) into $SITE (default /tmp/site), put on PYTHONPATH;
 #   - vlabench itself, editable, with $PYTHON (default python3).
 # pip's output goes to $PIP_LOG (default /tmp/pip.log); a wheel install that fails prints its tail and exits.
-# With VLABENCH_PREPARED=1 (a caller such as scripts/h200-pair.sh did all this) it does nothing.
+# With VLABENCH_PREPARED=1 (a caller such as gpu-session.sh's pair part did all this) it does nothing.
 if [ "${VLABENCH_PREPARED:-0}" != 1 ]; then
   if ls .gl/*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch here what `vlabench eval` needs on the H200 machine, which has no network: wheels into .whl/ (git-ignored
+# Fetch here what `vlabench eval` needs on a lent GPU machine, which has no network: wheels into .whl/ (git-ignored
 # through .git/info/exclude), the LIBERO test assets beside them, and the GL loader packages into .gl/.
 # The machine runs Python 3.12 with numpy 2.x and torch 2.11 and already has numpy, scipy, numba,
 # opencv-python-headless, pillow, matplotlib, pyyaml, tabulate, cloudpickle, absl-py, etils, safetensors,
@@ -8,10 +8,10 @@
 #   robosuite 1.4.0 (slimmed: Panda assets only)           the robot and controllers LIBERO builds on
 #   libero 0.1.1, bddl 1.0.1 (built here: sdists only)     tasks, BDDL files, initial states
 #   gymnasium, farama-notifications, easydict, termcolor, future   LIBERO's and robosuite's import-time needs
-# Usage: scripts/fetch-sim-wheels.sh   (then carry .whl and .gl to the machine: see scripts/h200-eval.sh)
-# With TRAIN=1, for scripts/h200-train-ladder.sh: PyAV's and torchao's wheels too, and robosuite, libero and the
+# Usage: scripts/fetch-sim-wheels.sh   (then carry .whl and .gl to the machine for gpu-session.sh's libero-* parts)
+# With TRAIN=1, for gpu-session.sh's train-ladder: PyAV's and torchao's wheels too, and robosuite, libero and the
 # assets moved into .whl2/: the whole exceeds one call's 64 MiB, so .whl and .gl travel in a first call that
-# installs them and .whl2 in the call that starts the job.
+# installs them and .whl2 in the call that starts the job (docs/training.md, "On a GPU machine").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for d in /.whl/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done

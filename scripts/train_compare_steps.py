@@ -1,6 +1,6 @@
-"""The steps per rung that let scripts/h200-train-ladder.sh (PARTS=compare) train and evaluate its rungs identically
-before a deadline, from committed H200 speeds on the same data path: a rung's own training speed where a committed
-comparison trained it (the newest of TRAINED first), else its speed on synthetic batches
+"""The steps per rung that let scripts/gpu-parts/train-ladder.sh (PARTS=compare) train and evaluate its rungs
+identically before a deadline, from committed H200 speeds on the same data path: a rung's own training speed where a
+committed comparison trained it (the newest of TRAINED first), else its speed on synthetic batches
 (results/h200/pi05-libero-train-speed-graph.json) scaled by fused-adamw's ratio of the two. It only sets how long
 the comparison trains: every speed reported comes from the rungs' own training.
 

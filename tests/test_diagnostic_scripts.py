@@ -58,7 +58,7 @@ def test_actions_from_state_recovers_a_linear_feedback_law(tmp_path):
 
 
 def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypatch, capsys):
-    """scripts/train_compare_steps.py (scripts/h200-train-ladder.sh PARTS=compare): a rung's committed training speed,
+    """scripts/train_compare_steps.py (the train-ladder job's PARTS=compare): a rung's committed training speed,
     else its synthetic speed scaled by fused-adamw's real/synthetic ratio; the steps that fit before the deadline
     after the rungs' fixed costs, capped; a deadline too near is refused."""
     import json
@@ -98,10 +98,10 @@ def test_compare_steps_come_from_the_committed_speeds_and_the_time_left(monkeypa
 
 
 def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with_its_seed(tmp_path):
-    """scripts/h200-train-ladder.sh with `python3 -m harness` recorded instead of run: the sabotaged rung trains at
-    the baseline's steps, trials and seed; a compare with SEED goes to its own folder; an assets archive that is
-    already where the job keeps it (a second job on the same machine) is taken, a missing one is said in steps.log;
-    the goal and a compare in one job train their own steps."""
+    """scripts/gpu-parts/train-ladder.sh (gpu-session.sh's train-ladder part) with `python3 -m harness` recorded
+    instead of run: the sabotaged rung trains at the baseline's steps, trials and seed; a compare with SEED goes to
+    its own folder; an assets archive that is already where the job keeps it (a second job on the same machine) is
+    taken, a missing one is said in steps.log; the goal and a compare in one job train their own steps."""
     import json
     import os
     import shutil
@@ -128,7 +128,7 @@ def test_the_device_job_trains_the_sabotage_like_its_baseline_and_a_compare_with
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), "JOB_TREE": str(tree),
            "LOCAL_ASSETS": str(assets), "ASSETS": str(assets), "BASELINE": str(baseline), "SEED": "1",
            "PARTS": "sabotage,compare", "STEPS": "300", "COMPARE_RUNGS": "community,fp8"}  # fmt: skip
-    script = ROOT / "scripts" / "h200-train-ladder.sh"
+    script = ROOT / "scripts" / "gpu-parts" / "train-ladder.sh"
     run = subprocess.run(["bash", str(script), str(logs)], cwd=work, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     demonstrations, sabotage, gate, compare = calls.read_text().splitlines()
