@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # kept under docs/history/scripts/: the repository root
 
 from harness.data.dataset import LeRobotV3Dataset  # noqa: E402
 from harness.data.lerobot_format import LIBERO_CAMERAS  # noqa: E402

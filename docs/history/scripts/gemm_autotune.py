@@ -24,8 +24,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parents[3]  # kept under docs/history/scripts/: the repository root
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
 
 from fp8_mlp_casts import kernel_totals  # noqa: E402
 from optimizer_step_gaps import event_ms, forward_backward, graphed, measure  # noqa: E402
