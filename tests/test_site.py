@@ -72,6 +72,28 @@ def test_hardware_page_shows_the_scenarios_on_two_cards(repo):
     assert ("Scenarios measured on two or more cards" in committed) == bool(several)
 
 
+def test_the_coverage_table_counts_every_rung_of_every_ladder_on_every_card(repo):
+    """docs/hardware.md's coverage: per scenario and card, the rungs that ran, were refused up front, failed (in
+    bold) or were never measured, from the real scenario files and the recorded results."""
+    from harness.scenario import load_scenario
+
+    scenarios = [load_scenario(ROOT / "scenarios" / f"{n}.yaml") for n in ("pi05-loongforge", "gr00t-loongforge")]
+    results = readme._results(repo)
+    table = "\n".join(hardware.coverage_table(results, scenarios))
+    assert "| scenario | h100 | h200 |" in table
+    assert "| pi05-loongforge (7 rungs) | 7/7 ran | 7/7 ran |" in table
+    assert "| gr00t-loongforge (12 rungs) | not measured | 10/12 ran, 2 refused up front |" in table
+    h100 = next(r for p, r in results if p == "results/h100/pi05-loongforge.json")
+    broken = copy.deepcopy(h100)
+    broken["rungs"][1]["status"] = "oom"
+    del broken["rungs"][2]
+    others = [(p, r) for p, r in results if p != "results/h100/pi05-loongforge.json"]
+    table = "\n".join(hardware.coverage_table([*others, ("x.json", broken)], scenarios))
+    assert "| pi05-loongforge (7 rungs) | 5/7 ran, **1 oom**, 1 not measured | 7/7 ran |" in table
+    committed = (ROOT / "docs" / "hardware.md").read_text()
+    assert "## Coverage: every ladder on every card" in committed and "| pi05-beyond (14 rungs) |" in committed
+
+
 class Links(HTMLParser):
     def __init__(self):
         super().__init__()

@@ -34,6 +34,7 @@ from ..judge.published import load_published, success_rates_by_policy
 from ..ladder.floor import attach_floors
 from ..outputs import file_name
 from ..results import EVIDENCE, load_result, measured_result_files
+from ..scenario import load_scenario
 from .figures import waterfall
 from .hardware import HARDWARE_DOC, hardware_page
 from .report import eval_scaling_table, eval_workers, provenance_line, result_table
@@ -341,7 +342,9 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
     texts = [(page, *_rewritten(repo / page, begin, end, block)) for page, begin, end, block in pages]
     hardware = repo / HARDWARE_DOC  # a page generated whole
     old = hardware.read_text() if hardware.exists() else ""
-    texts.append((HARDWARE_DOC, old, hardware_page(results, load_published(repo / "results" / "published"))))
+    scenarios = [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
+    published = load_published(repo / "results" / "published")
+    texts.append((HARDWARE_DOC, old, hardware_page(results, published, scenarios)))
     for page, old, new in texts:  # both read (and their markers found) before either is written
         if new != old:
             stale.append(page.as_posix())
