@@ -20,6 +20,7 @@
 #   gpu-tests:     every test file with GPU-only tests, Pi0.5's, GR00T's and the shared ones (TESTS_K selects, as -k)
 #   beyond-sweep:  pi05-beyond's recompute sweep and the plan under 85% of the card's memory (SWEEP_BUDGET_GIB)
 #   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, eager and graphed (scripts/optimizer_step_gaps.py)
+#   host-syncs:    gr00t-host-syncs's two rungs on the session's synthetic dataset (made first)
 #   data:          pi05-data's ladder (the data paths) on a 200-episode synthetic LIBERO-shaped dataset made first
 #   ddp:           pi05-loongforge's rungs up to compile-per-layer (DDP_RUNGS picks) data-parallel on every GPU
 #   gr00t-ddp:     gr00t-loongforge's ladder data-parallel on every GPU (GR00T_DDP_RUNGS picks rungs)
@@ -152,6 +153,10 @@ for part in "$@"; do
     optimizer-gaps)  # not a vlabench result, so never under results/ (poll brings it back all the same)
       mkdir -p "$session/measurements"
       python3 scripts/optimizer_step_gaps.py --out "$session/measurements/pi05-optimizer-step-gaps-$target.json" 2>&1 ;;
+    host-syncs)
+      make_dataset
+      vlabench run scenarios/gr00t-host-syncs.yaml --dataset $dataset --repeats 1 --rung-timeout 300 \
+        --out "$results/gr00t-host-syncs.json" 2>&1 | quiet ;;
     data)
       echo "cpus: $(nproc)"
       make_dataset
