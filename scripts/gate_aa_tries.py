@@ -25,28 +25,35 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from machine_load import cpu_hog  # noqa: E402
 
-RUN = ["scenarios/pi05-loongforge.yaml", "--target", "cpu", "--rungs", "community"]
+SCENARIO = "scenarios/pi05-loongforge.yaml"  # the README's first command runs its CPU smoke
+RUN = ["--target", "cpu", "--rungs", "community"]
 EXIT_VERDICT = {0: "pass", 1: "FAIL", 3: "inconclusive"}
 
 
-def vlabench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "harness", *args]
+PIN = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def vlabench(*args: str, env: dict | None = None, pin: bool = False) -> subprocess.CompletedProcess:
+    """`vlabench ARGS`; with `pin`, the whole run (its rung processes too) on CPU 0 with one thread, as `vlabench ab`
+    pins a CPU target's runs."""
+    cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "harness", *args]
+    env = {**(env or os.environ), **(PIN if pin else {})}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def measure(out: Path, env: dict | None = None) -> None:
-    done = vlabench("run", *RUN, "--out", str(out), env=env)
+def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False) -> None:
+    done = vlabench("run", scenario, *RUN, "--out", str(out), env=env, pin=pin)
     if done.returncode != 0:
         raise SystemExit(f"run {out} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
 
-def one_try(folder: Path, condition: str) -> dict:
+def one_try(folder: Path, condition: str, pin: bool, scenario: str) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     a, b = folder / "A.json", folder / "B.json"
-    measure(a)
+    measure(a, scenario, pin=pin)
     env = {**os.environ, "VLABENCH_TEST_SLOWDOWN": "0.1"} if condition == "slow10" else None
     with cpu_hog(1) if condition == "hog" else contextlib.nullcontext():
-        measure(b, env)
+        measure(b, scenario, env, pin=pin)
     gate = vlabench("gate", str(b), "--baseline", str(a), "--json")
     (folder / "gate.json").write_text(gate.stdout)
     verdict = EXIT_VERDICT.get(gate.returncode, f"exit {gate.returncode}")
@@ -60,13 +67,17 @@ def main() -> int:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--condition", choices=("quiet", "hog", "slow10"), default="quiet")
     parser.add_argument("--out", type=Path, required=True, help="a folder for the tries (created)")
+    parser.add_argument("--scenario", default=SCENARIO, help=f"whose community rung runs (default {SCENARIO})")
+    parser.add_argument(
+        "--pin", action="store_true", help="both runs on CPU 0 with one thread (taskset, OMP_NUM_THREADS=1)"
+    )
     args = parser.parse_args()
     if os.cpu_count() < 2 and args.condition == "hog":
         return print("hog: needs a second CPU for the busy loop", file=sys.stderr) or 2
     tries = []
     for i in range(1, args.tries + 1):
         started = time.time()
-        t = {"try": i, **one_try(args.out / f"try-{i:02d}", args.condition)}
+        t = {"try": i, **one_try(args.out / f"try-{i:02d}", args.condition, args.pin, args.scenario)}
         t["load_average"] = os.getloadavg()[0]
         tries.append(t)
         th = t["throughput"]
@@ -76,7 +87,14 @@ def main() -> int:
             flush=True,
         )
     counts = {v: sum(t["verdict"] == v for t in tries) for v in ("pass", "inconclusive", "FAIL")}
-    summary = {"condition": args.condition, "tries": args.tries, "counts": counts, "per_try": tries}
+    summary = {
+        "condition": args.condition,
+        "scenario": args.scenario,
+        "pinned": args.pin,
+        "tries": args.tries,
+        "counts": counts,
+        "per_try": tries,
+    }
     (args.out / "tries.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"{args.condition}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" of {args.tries}")
     return 0
