@@ -60,6 +60,15 @@ MUTANTS = (
         'return 0.0, f"the {backend} default"',
     ),
     Mutant("spread: repeats not recorded", "harness/stats/repeats.py", "if spread is not None:", "if False:"),
+    Mutant(
+        "spread: no floor on repeats", SPREAD, "sd = max(math.sqrt(ss / df), min_spread)", "sd = math.sqrt(ss / df)"
+    ),
+    Mutant(
+        "spread: floor on every backend",
+        GATES,
+        'REPEATS_SPREAD_FLOOR.get((baseline.get("target") or {}).get("backend") or "cpu", 0.0)',
+        "0.03",
+    ),
     # the unfit machine
     Mutant(
         "unfit: clause dropped",

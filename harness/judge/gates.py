@@ -62,6 +62,11 @@ UNFIT_SLOWDOWN = 0.20
 # two single runs of a rung that records none (a rung with repeats records its own `process_spread`), by backend:
 # docs/gates.md says where each figure was measured.
 DEFAULT_PROCESS_SPREAD = {"cpu": 0.05, "cuda": 0.03, "npu": 0.03}
+# The least spread a rung's repeats are judged with, by backend: two runs made minutes apart also differ by the
+# machine's drift between them, which repeats run back to back do not show. On a 2-core CPU machine, runs pinned to
+# one thread spread 1-4% within a run yet drifted 2.7% (sd) between runs, and an A/A of two such runs read -5.2%
+# [-9.0%, -1.3%] (docs/gates.md, "Twenty tries of the default path").
+REPEATS_SPREAD_FLOOR = {"cpu": 0.03}
 # The keys of a result's `workload` block that do not make two results measure different things, each with why;
 # every other key, a field added to the workload included, is compared and a difference is a warning. The warm-up
 # and timed steps stay compared: nothing else in the gate looks at them, and another warm-up moves compile and
@@ -404,22 +409,30 @@ def _rung_checks(
         )
         warnings.append(f"rung {name}: options differ from the baseline's ({', '.join(changed)})")
     base_batch, cur_batch = BatchSizes.of_result(baseline).global_, BatchSizes.of_result(current).global_
+    floor = REPEATS_SPREAD_FLOOR.get((baseline.get("target") or {}).get("backend") or "cpu", 0.0)
     return [
-        _throughput_check(name, base, cur, base_batch, cur_batch, limits, process_spread(base, cur, baseline)),
+        _throughput_check(name, base, cur, base_batch, cur_batch, limits, process_spread(base, cur, baseline), floor),
         _memory_check(name, base, cur, limits),
         _parity_check(name, base, cur),
     ]
 
 
 def _throughput_check(
-    name: str, base: dict, cur: dict, base_batch: int, cur_batch: int, limits: Limits, spread: tuple[float, str]
+    name: str,
+    base: dict,
+    cur: dict,
+    base_batch: int,
+    cur_batch: int,
+    limits: Limits,
+    spread: tuple[float, str],
+    floor: float = 0.0,
 ) -> Check:
     """The rule of docs/gates.md: the whole step-time distribution (samples over the total time of all timed
     steps), an interval over repeats where either side has them (over the steps of two single runs otherwise,
     widened by the spread between processes `spread`), FAIL when slower than the tolerance and outside that
     interval; the machine probe may turn a FAIL into inconclusive only when it measured the machine slower and
     only by as much as it slowed, and a machine more than UNFIT_SLOWDOWN slower is unfit to decide a slowdown."""
-    ratio = throughput_ratio(base, cur, base_batch, cur_batch, limits.confidence, spread[0])
+    ratio = throughput_ratio(base, cur, base_batch, cur_batch, limits.confidence, spread[0], floor)
     median_change = cur["samples_per_s"] / cur_batch / (base["samples_per_s"] / base_batch) - 1
     check = Check(
         name,
@@ -492,15 +505,17 @@ def _evidence(base: dict, cur: dict, ratio: Ratio, spread: tuple[float, str]) ->
 
 
 def throughput_ratio(
-    base: dict, cur: dict, base_batch: int, cur_batch: int, confidence: float, spread: float = 0.0
+    base: dict, cur: dict, base_batch: int, cur_batch: int, confidence: float, spread: float = 0.0, floor: float = 0.0
 ) -> Ratio:
-    """Current over baseline whole-run samples/s: over repeats where either side has two or more, else over
-    the steps of the two single runs, the interval widened by the spread between processes `spread`."""
+    """Current over baseline whole-run samples/s: over repeats where either side has two or more (their spread
+    taken as at least `floor`, REPEATS_SPREAD_FLOOR), else over the steps of the two single runs, the interval
+    widened by the spread between processes `spread`."""
     b, c = ok_repeats(base), ok_repeats(cur)
     by_repeats = repeats_ratio(
         [whole_rate(r["step_times_s"], cur_batch) for r in c],
         [whole_rate(r["step_times_s"], base_batch) for r in b],
         confidence,
+        floor,
     )
     if by_repeats is not None:
         return by_repeats

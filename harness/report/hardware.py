@@ -93,8 +93,7 @@ def coverage_table(results: list[tuple[str, dict]], scenarios: list[Scenario]) -
         if not any(sc.lists_target(card) for card in cards):
             continue
         cells = [
-            coverage_cell(best.get((sc.name, card)), names) if sc.lists_target(card) else "not listed"
-            for card in cards
+            coverage_cell(best.get((sc.name, card)), names) if sc.lists_target(card) else "not listed" for card in cards
         ]
         rungs = f"{len(names)} rung" + ("s" if len(names) != 1 else "")
         rows.append(f"| {sc.name} ({rungs}) | " + " | ".join(cells) + " |")

@@ -113,16 +113,21 @@ def geometric_interval(values: list[float], confidence: float = 0.95) -> tuple[f
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
-def repeats_ratio(current: list[float], baseline: list[float], confidence: float = 0.95) -> Ratio | None:
+def repeats_ratio(
+    current: list[float], baseline: list[float], confidence: float = 0.95, min_spread: float = 0.0
+) -> Ratio | None:
     """Ratio of two sets of per-repeat figures (geometric means) with a pooled two-sample t interval of the
     log ratio: the spread between repeats is estimated from every side that has repeats (the same rung on the
-    same target spreads alike), so one side may be a single run. None when neither side has two repeats."""
+    same target spreads alike), so one side may be a single run, and taken as at least `min_spread` (sd of the
+    log): two runs made at different times differ by the machine's drift between them too, which the repeats of
+    one run, back to back, cannot show. None when neither side has two repeats."""
     df = len(current) + len(baseline) - 2
     if df < 1 or (len(current) < 2 and len(baseline) < 2):
         return None
     lc, lb = [math.log(v) for v in current], [math.log(v) for v in baseline]
     ss = sum((x - _mean(lc)) ** 2 for x in lc) + sum((x - _mean(lb)) ** 2 for x in lb)
-    se = math.sqrt(ss / df * (1 / len(lc) + 1 / len(lb)))
+    sd = max(math.sqrt(ss / df), min_spread)
+    se = sd * math.sqrt(1 / len(lc) + 1 / len(lb))
     d, half = _mean(lc) - _mean(lb), t_quantile(0.5 + confidence / 2, df) * se
     return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), "repeats", df)
 
