@@ -32,7 +32,8 @@
 #   train-speed:   pi05-libero-train's rungs timed on synthetic batches of its workload (TRAIN_SPEED_RUNGS picks)
 #   train-ladder:  pi05-libero-train trained, evaluated and gated (scripts/gpu-parts/train-ladder.sh: PARTS, SEED...)
 # An appending part starts from the committed results/<target>/<scenario>.json where the session has none yet; the
-# file that comes back is made the baseline only through `vlabench record`. The libero-* and train-* parts need the
+# file that comes back holds the baseline's rungs under a new run's provenance, so it is kept as evidence
+# (results/<target>/evidence/appended-<commit>/), not recorded over the baseline. The libero-* and train-* parts need the
 # sim wheels, the LIBERO assets and the GL loaders (scripts/fetch-sim-wheels.sh); poll also brings back what the
 # train-ladder job wrote ($OUT/train-ladder.tgz; CHECKPOINT=RUNG|goal adds that rung's weights in bf16).
 # Carry .whl with torchao (scripts/fetch-sim-wheels.sh lists the version). Pass VLABENCH_GIT_SHA=<the commit sent>

@@ -49,11 +49,23 @@ def single_device(result: dict) -> bool:
     return (result.get("nproc") or 1) == 1 and (result["target"].get("device_count") or 1) == 1
 
 
-def coverage_cell(result: dict | None, ladder: list[str]) -> str:
-    """How a scenario's ladder fared on one card, from its recorded result (None: never measured there)."""
-    if result is None:
+def rung_fates(results: list[dict], ladder: list[str]) -> dict[str, str]:
+    """Each rung's fate on one card over its committed results: ok where any result ran it, else unsupported where
+    one refused it, else the failure the newest result recorded; a rung no result holds is left out."""
+    fates: dict[str, str] = {}
+    for result in sorted(results, key=lambda r: str(r["provenance"].get("created_at"))):
+        for r in result["rungs"]:
+            settled = fates.get(r["name"]) in ("ok", "unsupported")
+            if r["name"] in ladder and (r["status"] == "ok" or not settled):
+                fates[r["name"]] = r["status"]
+    return fates
+
+
+def coverage_cell(results: list[dict], ladder: list[str]) -> str:
+    """How a scenario's ladder fared on one card, over its committed results there (none: never measured)."""
+    if not results:
         return "not measured"
-    status = {r["name"]: r["status"] for r in result["rungs"]}
+    status = rung_fates(results, ladder)
     ok = sum(status.get(name) == "ok" for name in ladder)
     refused = sum(status.get(name) == "unsupported" for name in ladder)
     failed: dict[str, int] = {}
@@ -68,18 +80,13 @@ def coverage_cell(result: dict | None, ladder: list[str]) -> str:
     return ", ".join(parts)
 
 
-def coverage_table(results: list[tuple[str, dict]], scenarios: list[Scenario]) -> list[str]:
-    """Every scenario with a ladder x every card with a recorded single-device ladder result: its rungs' fate there
-    (a scenario whose targets do not list a card reads "not listed"; one that lists none of them has no row). With several results of one scenario on a
-    card (a ladder and its speed-only variant), the one with the most rungs that ran."""
-    ladders = [(p, r) for p, r in results if compare.is_ladder(r) and single_device(r)]
-    cards = sorted({r["target"]["name"] for _, r in ladders} - HOST_TARGETS)
-    best: dict[tuple[str, str], dict] = {}
-    for _, r in ladders:
-        key = (r["scenario"]["name"], r["target"]["name"])
-        ran = sum(x["status"] == "ok" for x in r["rungs"])
-        if key not in best or ran > sum(x["status"] == "ok" for x in best[key]["rungs"]):
-            best[key] = r
+def coverage_table(ladders: list[tuple[str, dict]], scenarios: list[Scenario]) -> list[str]:
+    """Every scenario with a ladder x every card with a committed single-device ladder result: its rungs' fate there
+    over every such result of the card (the baseline, its history and the evidence: a rung measured in a run that
+    is not the baseline counts); a scenario whose targets do not list a card reads "not listed", one that lists
+    none of them has no row."""
+    single = [r for _, r in ladders if compare.is_ladder(r) and single_device(r)]
+    cards = sorted({r["target"]["name"] for r in single} - HOST_TARGETS)
     if not cards:
         return []
     rows = [
@@ -87,30 +94,38 @@ def coverage_table(results: list[tuple[str, dict]], scenarios: list[Scenario]) -
         "|---|" + "---|" * len(cards),
     ]
     for sc in sorted(scenarios, key=lambda s: s.name):
-        if not sc.ladder:
-            continue
         names = [r.name for r in sc.ladder]
-        if not any(sc.lists_target(card) for card in cards):
+        if not names or not any(sc.lists_target(card) for card in cards):
             continue
         cells = [
-            coverage_cell(best.get((sc.name, card)), names) if sc.lists_target(card) else "not listed" for card in cards
+            coverage_cell([r for r in single if (r["scenario"]["name"], r["target"]["name"]) == (sc.name, card)], names)
+            if sc.lists_target(card)
+            else "not listed"
+            for card in cards
         ]
         rungs = f"{len(names)} rung" + ("s" if len(names) != 1 else "")
         rows.append(f"| {sc.name} ({rungs}) | " + " | ".join(cells) + " |")
     return [
         "## Coverage: every ladder on every card",
         "",
-        "How each scenario's rungs fared in its recorded result on each card (one device): ran; refused up front "
-        "(unsupported on the card, the reason in the result: `vlabench show`); failed (out of memory, crashed or "
-        "timed out, in bold); or never measured there.",
+        "How each scenario's rungs fared on each card (one device) over its committed results there (the recorded "
+        "baseline, its history and the runs under evidence/): ran; refused up front (unsupported on the card, the "
+        "reason in the result: `vlabench show`); failed (out of memory, crashed or timed out, in bold); or never "
+        "measured there.",
         "",
         *rows,
         "",
     ]
 
 
-def hardware_page(results: list[tuple[str, dict]], figures: list[Figure], scenarios: list[Scenario] = ()) -> str:
-    """The whole page: which cards have results, the coverage of every scenario's ladder on every card, then the
+def hardware_page(
+    results: list[tuple[str, dict]],
+    figures: list[Figure],
+    scenarios: list[Scenario] = (),
+    ladders: list[tuple[str, dict]] | None = None,
+) -> str:
+    """The whole page: which cards have results, the coverage of every scenario's ladder on every card (over
+    `ladders`, every committed ladder result; the baselines where not given), then the
     per-card table of each scenario on two or more cards (of every scenario, one card group each, while none is)."""
     grouped = compare.columns(results)
     several = multi_card(grouped)
@@ -136,7 +151,7 @@ def hardware_page(results: list[tuple[str, dict]], figures: list[Figure], scenar
             "No scenario has results on two or more cards yet: each table below has one card group until another "
             "card's results/<target>/<scenario>.json is committed."
         )
-    lines += ["", *coverage_table(results, list(scenarios))]
+    lines += ["", *coverage_table(results if ladders is None else ladders, list(scenarios))]
     chosen = [(p, r) for p, r in results if r["scenario"]["name"] in shown]
     lines += ["## The ladders per card", "", compare.render(chosen, figures, "github", per_card=True), ""]
     return "\n".join(lines)

@@ -99,6 +99,24 @@ def trained_block(trained: list[tuple[str, dict]], page: Path = README) -> list[
     ]
 
 
+def ladder_files(results_dir: Path) -> list[Path]:
+    """Every result file under results/<target>/ and its subfolders (history/, evidence/; not results/published/)."""
+    return sorted(p for p in results_dir.glob("*/**/*.json") if p.relative_to(results_dir).parts[0] != "published")
+
+
+def every_ladder(repo: Path) -> list[tuple[str, dict]]:
+    """Every ladder result under results/<target>/, the baselines, their history and the evidence."""
+    ladders = []
+    for p in ladder_files(repo / "results"):
+        try:
+            result = load_result(p)
+        except InputError:  # a profile, a machine probe or another file that is not a result
+            continue
+        if compare.is_ladder(result):
+            ladders.append((p.relative_to(repo).as_posix(), result))
+    return ladders
+
+
 def _results(repo: Path) -> list[tuple[str, dict]]:
     """The measured results, a ladder without a floor of its own taking a `vlabench floor` result's (floor.py)."""
     return attach_floors(
@@ -344,7 +362,7 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
     old = hardware.read_text() if hardware.exists() else ""
     scenarios = [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
     published = load_published(repo / "results" / "published")
-    texts.append((HARDWARE_DOC, old, hardware_page(results, published, scenarios)))
+    texts.append((HARDWARE_DOC, old, hardware_page(results, published, scenarios, every_ladder(repo))))
     for page, old, new in texts:  # both read (and their markers found) before either is written
         if new != old:
             stale.append(page.as_posix())

@@ -23,9 +23,8 @@ from ..errors import InputError
 from ..judge import compare
 from ..judge.published import load_published
 from ..outputs import check_out_dir
-from ..results import load_result
 from .figures import loss_curves, waterfall
-from .readme import _results, _trained
+from .readme import _results, _trained, every_ladder
 from .report import figure_stem, provenance_line, result_table
 
 MARKER = ".vlabench-site"  # a previous site: the files it wrote, one per line
@@ -68,22 +67,9 @@ def page(title: str, body: str) -> str:
     )
 
 
-def ladder_files(results_dir: Path) -> list[Path]:
-    """Every result file under results/<target>/ and its subfolders (history/, evidence/; not results/published/)."""
-    return sorted(p for p in results_dir.glob("*/**/*.json") if p.relative_to(results_dir).parts[0] != "published")
-
-
 def load_site_data(repo: Path) -> SiteData:
     """The committed results as `vlabench readme` reads them, and every ladder result under results/<target>/."""
-    ladders = []
-    for p in ladder_files(repo / "results"):
-        try:
-            result = load_result(p)
-        except InputError:  # a profile, a machine probe or another file that is not a result
-            continue
-        if compare.is_ladder(result):
-            ladders.append((p.relative_to(repo).as_posix(), result))
-    return SiteData(_results(repo), _trained(repo), ladders, load_published(repo / "results" / "published"))
+    return SiteData(_results(repo), _trained(repo), every_ladder(repo), load_published(repo / "results" / "published"))
 
 
 def _same_ladder(a: dict, b: dict) -> bool:
