@@ -2,7 +2,9 @@
 
 import dataclasses
 import json
+import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from harness.machine.probe import whole_probe_rate
 from harness.scenario import load_scenario
 from harness.stats.rates import fisher_lower_p, trials_to_detect
 from harness.stats.repeats import combine
+from harness.stats.spread import repeats_ratio, repeats_to_resolve, resolvable_change
 from harness.stats.timing import summarize_steps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +164,77 @@ def test_repeats_are_judged_with_at_least_the_backends_drift_between_runs():
     assert cpu.verdict == INCONCLUSIVE and cpu.change.startswith("-5."), cpu
     cuda = by_check(gate(measured(same_rates, "cuda"), measured(base_rates, "cuda")))[("a", "throughput")]
     assert cuda.verdict == FAIL, cuda
+
+
+def test_an_inconclusive_slowdown_says_how_many_repeats_resolve_it():
+    """Three repeats a side spread 6% between processes and 9% slower: inconclusive, and the note names the repeats a
+    side that resolve a slowdown of that size at that spread (repeats_to_resolve), which the rule then FAILs."""
+    base_rates, slow_rates = (60.0, 56.0, 63.0), (53.0, 57.5, 51.5)
+
+    def measured(rates):
+        reps = [{"status": "ok", **rung("a", scaled(60.0 / r))} for r in rates]
+        return result([{**rung("a"), **combine(reps, 2)}])
+
+    check = by_check(gate(measured(slow_rates), measured(base_rates)))[("a", "throughput")]
+    assert check.verdict == INCONCLUSIVE, check
+    pooled = math.sqrt(
+        sum(
+            (math.log(r) - statistics.mean(map(math.log, rates))) ** 2
+            for rates in (base_rates, slow_rates)
+            for r in rates
+        )
+        / 4
+    )
+    change = 1 - math.exp(statistics.mean(map(math.log, slow_rates)) - statistics.mean(map(math.log, base_rates)))
+    n = repeats_to_resolve(pooled, change)
+    assert n is not None and n > 3
+    assert f"at a {pooled:.1%} spread between processes, about {n} repeats a side resolve" in check.note, check.note
+    assert f"--repeats {n}" in check.note
+
+
+def test_repeats_to_resolve_has_the_power_it_claims():
+    """A seeded simulation of repeats_ratio: with the repeats a side that repeats_to_resolve names for a 10%
+    slowdown at a 7% spread, the interval excludes no change in about 80% of draws; with half as many, far less."""
+    spread, change = 0.07, 0.10
+    n = repeats_to_resolve(spread, change)
+    rng = random.Random(5)
+
+    def power(k):
+        hits = 0
+        for _ in range(2000):
+            base = [math.exp(rng.gauss(0, spread)) for _ in range(k)]
+            cur = [(1 - change) * math.exp(rng.gauss(0, spread)) for _ in range(k)]
+            hits += repeats_ratio(cur, base).high < 1
+        return hits / 2000
+
+    assert 0.75 <= power(n) <= 0.9
+    assert power(max(2, n // 2)) < 0.6
+    assert resolvable_change(spread, n, n) <= change < resolvable_change(spread, n - 1, n - 1)
+
+
+@pytest.mark.parametrize("spread, shown, floored", [(0.054, 0.054, False), (0.01, 0.03, True)])
+def test_run_says_what_a_gate_of_its_result_can_resolve(spread, shown, floored, tmp_path, monkeypatch, capsys):
+    """`vlabench run` prints, from the widest spread between processes its rungs' repeats show (at least the CPU's
+    floor), the slowdown a gate of the run against one like it finds and the repeats a side that find 10%."""
+    import harness.ladder.runner
+
+    done = result(
+        [
+            rung("a", process_spread=0.02, repeats=[{"status": "ok"}] * 3),
+            rung("b", process_spread=spread, repeats=[{"status": "ok"}] * 3),
+        ],
+        provenance={"run_id": "r1", "git_sha": "abc", "dirty": False, "command": "test", "created_at": "x"},
+    )
+    monkeypatch.setattr(harness.ladder.runner, "run_scenario", lambda *a, **k: done)
+    scenario = ROOT / "scenarios" / "pi05-loongforge.yaml"
+    assert main(["run", str(scenario), "--target", "cpu", "--out", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    widest, name = max((spread, "b"), (0.02, "a"))
+    assert f"the widest spread between processes is {widest:.1%} ({name}, 3 repeats)" in out
+    assert ("taken as the backend's floor of 3%" in out) == floored
+    assert f"finds a slowdown of about {resolvable_change(shown, 3, 3):.0%}" in out
+    need = repeats_to_resolve(shown, 0.10)
+    assert f"a 10% slowdown needs about {need} repeats a side (--repeats {need})" in out
 
 
 def test_the_rule_on_simulated_runs():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
+from ..judge.gates import resolution_note
 from ..ladder import runner  # runner.run_scenario, looked up when called: tests stand in for it
 from ..ladder.processes import signals_as_interrupt
 from ..machine.hardware import TARGETS
@@ -136,6 +137,9 @@ def cmd_run(args) -> int:
         )
     print()
     print(ladder_table(result))
+    resolution = resolution_note(result)
+    if resolution:
+        print(resolution)
     print(f"\nresult: {out}")
     print(next_steps(out, target.name, result))
     failed = failed_rungs(result)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import statistics
@@ -43,8 +44,11 @@ from ..stats.spread import (
     WITHIN_NOISE,
     Ratio,
     repeats_ratio,
+    repeats_to_resolve,
+    resolvable_change,
     slowdown,
     steps_ratio,
+    t_quantile,
     whole_rate,
     with_process_spread,
 )
@@ -468,11 +472,31 @@ def _throughput_check(
     elif verdict == WITHIN_NOISE:
         check.verdict = INCONCLUSIVE
         check.note += (
-            f"; slower by more than {tol:.0%}, but within the interval: more repeats (--repeats) or `vlabench ab`"
+            f"; slower by more than {tol:.0%}, but within the interval: "
+            f"{_repeats_advice(ratio, len(ok_repeats(base)), len(ok_repeats(cur)), limits.confidence, spread[0])} "
+            "or `vlabench ab`"
         )
     elif ratio.low > 1:
         check.note += "; faster, outside the interval"
     return check
+
+
+def _repeats_advice(ratio: Ratio, n_base: int, n_cur: int, confidence: float, single_run_spread: float) -> str:
+    """How many repeats a side would resolve a slowdown of the size seen: the spread between processes is the
+    one the interval was made with (from the repeats, or the single runs' assumed spread)."""
+    if ratio.method == "repeats":
+        half = math.log(ratio.high / ratio.value) / t_quantile(0.5 + confidence / 2, ratio.df)
+        spread = half / math.sqrt(1 / n_base + 1 / n_cur)
+    else:
+        spread = single_run_spread
+    change = 1 - ratio.value
+    n = repeats_to_resolve(spread, change, confidence) if spread > 0 else None
+    if n is None:
+        return "more repeats (--repeats)"
+    return (
+        f"at a {spread:.1%} spread between processes, about {n} repeats a side resolve a {change:.0%} slowdown "
+        f"(80% power; `vlabench run --repeats {n}` for both)"
+    )
 
 
 def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
@@ -480,6 +504,33 @@ def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     the ratio over the machine's; a regression of more than twice the tolerance beyond it always fails."""
     own = ratio.value / machine.value
     return own >= 1 - 2 * tolerance and ratio.high / machine.value >= 1 - tolerance
+
+
+def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
+    """What a gate of this run against another like it can resolve: the widest spread between processes its
+    rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
+    a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
+    measured = [
+        (r["name"], r["process_spread"], len(ok_repeats(r))) for r in result["rungs"] if r.get("process_spread")
+    ]
+    if not measured:
+        return None
+    name, widest, n = max(measured, key=lambda m: m[1])
+    floor = REPEATS_SPREAD_FLOOR.get((result.get("target") or {}).get("backend") or "cpu", 0.0)
+    spread = max(widest, floor)
+    target = 2 * limits.tolerance
+    need = repeats_to_resolve(spread, target, limits.confidence)
+    floored = f" (taken as the backend's floor of {floor:.0%})" if widest < floor else ""
+    return (
+        f"gate resolution: the widest spread between processes is {widest:.1%} ({name}, {n} repeats){floored}; a gate "
+        f"of this run against one like it finds a slowdown of about "
+        f"{resolvable_change(spread, n, n, limits.confidence):.0%} (80% power); a {target:.0%} slowdown needs "
+        + (
+            f"about {need} repeats a side (--repeats {need})"
+            if need
+            else "more than 100 repeats a side: use `vlabench ab`"
+        )
+    )
 
 
 def process_spread(base: dict, cur: dict, baseline: dict) -> tuple[float, str]:

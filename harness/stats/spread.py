@@ -132,6 +132,28 @@ def repeats_ratio(
     return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), "repeats", df)
 
 
+def resolvable_change(spread: float, n_base: int, n_cur: int, confidence: float = 0.95, power: float = 0.8) -> float:
+    """The smallest slowdown (a fraction) that repeats_ratio over `n_base` and `n_cur` repeats of a rung whose
+    repeats spread `spread` (sd of the log) between processes finds outside its interval with probability
+    `power`: the true log change must exceed the interval's half-width by the power's normal quantile of the
+    standard error (the usual sample-size rule for a two-sample t test)."""
+    df = max(n_base + n_cur - 2, 1)
+    se = spread * math.sqrt(1 / n_base + 1 / n_cur)
+    k = t_quantile(0.5 + confidence / 2, df) + NormalDist().inv_cdf(power)
+    return 1 - math.exp(-k * se)
+
+
+def repeats_to_resolve(
+    spread: float, change: float, confidence: float = 0.95, power: float = 0.8, most: int = 100
+) -> int | None:
+    """Repeats a side (both sides alike) that resolve a slowdown of `change` (a fraction) at this spread between
+    processes with probability `power`; None when more than `most` would be needed."""
+    for n in range(2, most + 1):
+        if resolvable_change(spread, n, n, confidence, power) <= change:
+            return n
+    return None
+
+
 def paired_ratio(ratios: list[float], confidence: float = 0.95) -> Ratio | None:
     """Geometric mean of paired ratios (A/B pairs run back to back) with a t interval; None for one pair."""
     g = geometric_interval(ratios, confidence)
