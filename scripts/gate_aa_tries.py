@@ -4,6 +4,7 @@ repeats and threads), then `vlabench gate B --baseline A`, N times; the verdicts
     python scripts/gate_aa_tries.py --tries 20 --condition quiet --out DIR
     python scripts/gate_aa_tries.py --tries 20 --condition hog --out DIR     # a busy loop on CPU 1 through every B
     python scripts/gate_aa_tries.py --tries 20 --condition slow10 --out DIR  # B's timed steps really 10% longer
+    python scripts/gate_aa_tries.py --tries 10 --condition slow10 --repeats 8 --out DIR  # 8 repeats a run
 
 `slow10` sets the test-only VLABENCH_TEST_SLOWDOWN=0.1 for B (a busy wait inside each timed step, harness/ladder/
 rung.py): a real 10% regression the gate must FAIL. Each try's A and B results, the gate's JSON verdicts and a
@@ -41,25 +42,28 @@ def vlabench(*args: str, env: dict | None = None, pin: bool = False) -> subproce
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False) -> None:
-    done = vlabench("run", scenario, *RUN, "--out", str(out), env=env, pin=pin)
+def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False, repeats: int | None = None) -> str:
+    """One `vlabench run` to `out`; returns the line in which it says what a gate of it can resolve."""
+    more = ["--repeats", str(repeats)] if repeats else []
+    done = vlabench("run", scenario, *RUN, *more, "--out", str(out), env=env, pin=pin)
     if done.returncode != 0:
         raise SystemExit(f"run {out} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return next((line for line in done.stdout.splitlines() if line.startswith("gate resolution:")), "")
 
 
-def one_try(folder: Path, condition: str, pin: bool, scenario: str) -> dict:
+def one_try(folder: Path, condition: str, pin: bool, scenario: str, repeats: int | None = None) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     a, b = folder / "A.json", folder / "B.json"
-    measure(a, scenario, pin=pin)
+    resolution = {"A": measure(a, scenario, pin=pin, repeats=repeats)}
     env = {**os.environ, "VLABENCH_TEST_SLOWDOWN": "0.1"} if condition == "slow10" else None
     with cpu_hog(1) if condition == "hog" else contextlib.nullcontext():
-        measure(b, scenario, env, pin=pin)
+        resolution["B"] = measure(b, scenario, env, pin=pin, repeats=repeats)
     gate = vlabench("gate", str(b), "--baseline", str(a), "--json")
     (folder / "gate.json").write_text(gate.stdout)
     verdict = EXIT_VERDICT.get(gate.returncode, f"exit {gate.returncode}")
     rows = json.loads(gate.stdout).get("checks", []) if gate.stdout.strip().startswith("{") else []
     throughput = next((r for r in rows if r.get("check") == "throughput"), {})
-    return {"verdict": verdict, "throughput": throughput}
+    return {"verdict": verdict, "throughput": throughput, "resolution": resolution}
 
 
 def main() -> int:
@@ -71,13 +75,14 @@ def main() -> int:
     parser.add_argument(
         "--pin", action="store_true", help="both runs on CPU 0 with one thread (taskset, OMP_NUM_THREADS=1)"
     )
+    parser.add_argument("--repeats", type=int, help="each run's repeats (default: `vlabench run`'s own default)")
     args = parser.parse_args()
     if os.cpu_count() < 2 and args.condition == "hog":
         return print("hog: needs a second CPU for the busy loop", file=sys.stderr) or 2
     tries = []
     for i in range(1, args.tries + 1):
         started = time.time()
-        t = {"try": i, **one_try(args.out / f"try-{i:02d}", args.condition, args.pin, args.scenario)}
+        t = {"try": i, **one_try(args.out / f"try-{i:02d}", args.condition, args.pin, args.scenario, args.repeats)}
         t["load_average"] = os.getloadavg()[0]
         tries.append(t)
         th = t["throughput"]
@@ -91,6 +96,7 @@ def main() -> int:
         "condition": args.condition,
         "scenario": args.scenario,
         "pinned": args.pin,
+        "repeats": args.repeats,
         "tries": args.tries,
         "counts": counts,
         "per_try": tries,
