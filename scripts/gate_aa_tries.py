@@ -5,6 +5,7 @@ repeats and threads), then `vlabench gate B --baseline A`, N times; the verdicts
     python scripts/gate_aa_tries.py --tries 20 --condition hog --out DIR     # a busy loop on CPU 1 through every B
     python scripts/gate_aa_tries.py --tries 20 --condition slow10 --out DIR  # B's timed steps really 10% longer
     python scripts/gate_aa_tries.py --tries 10 --condition slow10 --repeats 8 --out DIR  # 8 repeats a run
+    python scripts/gate_aa_tries.py --regate --out DIR  # the same runs judged again by the gate as it is now
 
 `slow10` sets the test-only VLABENCH_TEST_SLOWDOWN=0.1 for B (a busy wait inside each timed step, harness/ladder/
 rung.py): a real 10% regression the gate must FAIL. Each try's A and B results, the gate's JSON verdicts and a
@@ -51,6 +52,30 @@ def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False
     return next((line for line in done.stdout.splitlines() if line.startswith("gate resolution:")), "")
 
 
+def judge(folder: Path) -> dict:
+    """`vlabench gate B --baseline A` of one try's folder, with its JSON kept there."""
+    gate = vlabench("gate", str(folder / "B.json"), "--baseline", str(folder / "A.json"), "--json")
+    (folder / "gate.json").write_text(gate.stdout)
+    verdict = EXIT_VERDICT.get(gate.returncode, f"exit {gate.returncode}")
+    rows = json.loads(gate.stdout).get("checks", []) if gate.stdout.strip().startswith("{") else []
+    return {"verdict": verdict, "throughput": next((r for r in rows if r.get("check") == "throughput"), {})}
+
+
+def regate(out: Path) -> int:
+    """Judge a finished series' tries again with the gate as it is now (the runs are kept; only the verdicts are
+    new), and rewrite its tries.json."""
+    summary = json.loads((out / "tries.json").read_text())
+    for t in summary["per_try"]:
+        t.update(judge(out / f"try-{t['try']:02d}"))
+    summary["counts"] = {
+        v: sum(t["verdict"] == v for t in summary["per_try"]) for v in ("pass", "inconclusive", "FAIL")
+    }
+    summary["regated"] = True
+    (out / "tries.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"{summary['condition']} (judged again): " + ", ".join(f"{n} {v}" for v, n in summary["counts"].items()))
+    return 0
+
+
 def one_try(folder: Path, condition: str, pin: bool, scenario: str, repeats: int | None = None) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     a, b = folder / "A.json", folder / "B.json"
@@ -58,12 +83,7 @@ def one_try(folder: Path, condition: str, pin: bool, scenario: str, repeats: int
     env = {**os.environ, "VLABENCH_TEST_SLOWDOWN": "0.1"} if condition == "slow10" else None
     with cpu_hog(1) if condition == "hog" else contextlib.nullcontext():
         resolution["B"] = measure(b, scenario, env, pin=pin, repeats=repeats)
-    gate = vlabench("gate", str(b), "--baseline", str(a), "--json")
-    (folder / "gate.json").write_text(gate.stdout)
-    verdict = EXIT_VERDICT.get(gate.returncode, f"exit {gate.returncode}")
-    rows = json.loads(gate.stdout).get("checks", []) if gate.stdout.strip().startswith("{") else []
-    throughput = next((r for r in rows if r.get("check") == "throughput"), {})
-    return {"verdict": verdict, "throughput": throughput, "resolution": resolution}
+    return {**judge(folder), "resolution": resolution}
 
 
 def main() -> int:
@@ -76,7 +96,10 @@ def main() -> int:
         "--pin", action="store_true", help="both runs on CPU 0 with one thread (taskset, OMP_NUM_THREADS=1)"
     )
     parser.add_argument("--repeats", type=int, help="each run's repeats (default: `vlabench run`'s own default)")
+    parser.add_argument("--regate", action="store_true", help="judge the tries under --out again, running nothing")
     args = parser.parse_args()
+    if args.regate:
+        return regate(args.out)
     if os.cpu_count() < 2 and args.condition == "hog":
         return print("hog: needs a second CPU for the busy loop", file=sys.stderr) or 2
     tries = []

@@ -94,6 +94,45 @@ MUTANTS = (
         "machine.value < 1 - UNFIT_SLOWDOWN:",
         "machine.value < 1 - UNFIT_SLOWDOWN / 2:",
     ),
+    Mutant(
+        "unfit spread: clause dropped",
+        GATES,
+        "elif verdict in (SLOWER, WITHIN_NOISE) and _widest_spread(base, cur) > UNFIT_SPREAD:",
+        "elif False:",
+    ),
+    Mutant("unfit spread: bound doubled (20%)", GATES, "UNFIT_SPREAD = 0.10", "UNFIT_SPREAD = 0.20"),
+    Mutant("unfit spread: bound halved (5%)", GATES, "UNFIT_SPREAD = 0.10", "UNFIT_SPREAD = 0.05"),
+    Mutant(
+        "unfit spread: the smaller side's spread",
+        GATES,
+        'return max((r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None), default=0.0)',
+        'return min((r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None), default=0.0)',
+    ),
+    # a faster machine that may hide a regression behind a pass
+    Mutant(
+        "faster machine: clause dropped",
+        GATES,
+        "elif machine is not None and machine.low > 1 and _machine_hides(ratio, machine, tol):",
+        "elif False:",
+    ),
+    Mutant(
+        "faster machine: not measured faster may hide (mean above 1)",
+        GATES,
+        "and machine.low > 1 and _machine_hides(",
+        "and machine.value > 1 and _machine_hides(",
+    ),
+    Mutant(
+        "faster machine: twice the tolerance -> once",
+        GATES,
+        "return ratio.value / machine.value < 1 - 2 * tolerance",
+        "return ratio.value / machine.value < 1 - tolerance",
+    ),
+    Mutant(
+        "faster machine: twice the tolerance -> three times",
+        GATES,
+        "return ratio.value / machine.value < 1 - 2 * tolerance",
+        "return ratio.value / machine.value < 1 - 3 * tolerance",
+    ),
     # the machine probe's excuse
     Mutant(
         "excuse: a machine not measured slower may excuse",

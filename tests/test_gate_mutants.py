@@ -17,8 +17,10 @@ from harness.judge.gates import (
     INCONCLUSIVE,
     PASS,
     UNFIT_SLOWDOWN,
+    UNFIT_SPREAD,
     Limits,
     gate,
+    machine_ratio,
     success_check,
 )
 from harness.stats.repeats import combine
@@ -105,6 +107,37 @@ def test_a_machine_slowed_beyond_the_bound_is_unfit(steps, machine, verdict):
         )
 
 
+@pytest.mark.parametrize(
+    "spread, verdict",
+    [(0.07, FAIL), (0.095, FAIL), (0.105, INCONCLUSIVE), (0.16, INCONCLUSIVE)],
+)
+def test_repeats_spread_beyond_the_bound_make_the_machine_unfit(spread, verdict):
+    """A rung half as fast, steadily: FAIL while the repeats of either side spread at most UNFIT_SPREAD between
+    processes, inconclusive (machine unfit, naming the spread) beyond it."""
+    check = throughput(rung("a", scaled(2.0), process_spread=spread), rung("a", process_spread=0.02))
+    assert check.verdict == verdict, check
+    assert ("machine unfit: the rung's repeats spread" in check.note) == (verdict == INCONCLUSIVE)
+    if verdict == INCONCLUSIVE:
+        assert f"spread {spread:.0%} between processes (beyond the {UNFIT_SPREAD:.0%} bound)" in check.note
+
+
+def test_the_same_code_pair_that_failed_on_a_noisy_machine_is_inconclusive():
+    """A try of `scripts/gate_aa_tries.py --condition quiet --repeats 8` on a shared 2-core machine: the same code,
+    run A's repeats falling from 19 to 12 samples/s as the machine slowed, run B's all near 12: -18.7% [-29.8%,
+    -6.0%], a FAIL before the spread bound; both runs' repeats spread beyond it (16% and 11%), so it is
+    inconclusive."""
+    a = (19.28, 16.91, 17.84, 16.17, 12.65, 16.12, 12.19, 14.57)
+    b = (12.44, 12.09, 11.43, 13.29, 12.85, 10.67, 14.23, 14.54)
+
+    def measured(rates):
+        reps = [{"status": "ok", **rung("a", scaled(20.0 / r), process_spread=None)} for r in rates]
+        return {**rung("a"), **combine(reps, 2)}
+
+    check = throughput(measured(b), measured(a))
+    assert check.verdict == INCONCLUSIVE and check.change.startswith("-18.7%"), check
+    assert "repeats spread 16% between processes" in check.note
+
+
 # ---- the probe's excuse ------------------------------------------------------------------------------------------
 
 
@@ -119,6 +152,35 @@ def test_a_faster_machine_excuses_nothing_and_is_not_called_a_slowdown():
     check = throughput(rung("a", scaled(1.08), machine_probe=probe(1 / 1.06)), rung("a", machine_probe=probe()))
     assert check.verdict == FAIL
     assert "machine +6.0% [" in check.note and "machine's own" not in check.note
+
+
+@pytest.mark.parametrize(
+    "speed, machine, verdict",
+    [
+        (1.186, 1.341, INCONCLUSIVE),  # a real try: B 10% slower in its steps read +18.6% on a machine 34% faster
+        (1.0, 1.06, PASS),  # no change on a machine 6% faster: 5.7% beyond it, within twice the tolerance
+        (1.25, 1.341, PASS),  # faster on a faster machine: 6.8% beyond it, within twice the tolerance
+        (0.895 * 1.2, 1.2, INCONCLUSIVE),  # 10.5% slower beyond the machine: past twice the tolerance
+        (0.905 * 1.2, 1.2, PASS),  # 9.5% slower beyond it: within
+    ],
+)
+def test_a_pass_on_a_faster_machine_that_may_hide_a_regression_is_inconclusive(speed, machine, verdict):
+    """The mirror of the bound that a slower machine never excuses past: a machine measured faster (the probe's
+    interval above 1) may make a regressed rung look unchanged, so a pass whose own change (over the machine's) is
+    more than twice the tolerance slower is inconclusive."""
+    check = throughput(rung("a", scaled(1 / speed), machine_probe=probe(1 / machine)), rung("a", machine_probe=probe()))
+    assert check.verdict == verdict, check
+    assert ("could hide a regression" in check.note) == (verdict == INCONCLUSIVE)
+
+
+def test_a_machine_not_measured_faster_hides_nothing():
+    """The probe 15% faster in the mean, but 4 of its 26 probes twice as slow, so its interval reaches below 1:
+    not measurably faster, and the rung's pass stands although its change over the probe's would be 13% slower."""
+    uneven = {**probe(), "times_s": [0.025 / 1.5] * 22 + [0.025 * 2.0] * 4}
+    machine = machine_ratio(rung("a", machine_probe=probe()), rung("a", machine_probe=uneven))
+    assert machine.value > 1.14 and machine.low < 1
+    check = throughput(rung("a", machine_probe=uneven), rung("a", machine_probe=probe()))
+    assert check.verdict == PASS and "could hide" not in check.note, check
 
 
 def test_a_regression_twice_the_tolerance_beyond_the_machine_always_fails():

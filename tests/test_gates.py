@@ -26,6 +26,7 @@ from harness.judge.gates import (
     Limits,
     gate,
     record_baseline,
+    resolution_note,
 )
 from harness.ladder.runner import run_scenario
 from harness.machine.hardware import get_target
@@ -235,6 +236,13 @@ def test_run_says_what_a_gate_of_its_result_can_resolve(spread, shown, floored, 
     assert f"finds a slowdown of about {resolvable_change(shown, 3, 3):.0%}" in out
     need = repeats_to_resolve(shown, 0.10)
     assert f"a 10% slowdown needs about {need} repeats a side (--repeats {need})" in out
+
+
+def test_run_says_when_its_repeats_spread_beyond_the_unfit_bound():
+    done = result([rung("a", process_spread=0.16, repeats=[{"status": "ok"}] * 8)])
+    line = resolution_note(done)
+    assert line.startswith("gate resolution: the widest spread between processes is 16.0% (a, 8 repeats), beyond")
+    assert "too noisy to judge a slowdown" in line
 
 
 def test_the_rule_on_simulated_runs():

@@ -62,6 +62,11 @@ SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
 # anything: the rung's threads can suffer far more than the probe (an A/A on 2 CPU threads under a busy loop read
 # the rung 98.7% slower), so no throughput verdict but inconclusive stands on it.
 UNFIT_SLOWDOWN = 0.20
+# A rung whose repeats spread more than this (sd of the log) between processes, on either side, ran on a machine
+# too noisy to judge the tolerance: its runs minutes apart drift by as much as its processes differ, which no
+# interval over one run's repeats holds (a same-code pair of 8 repeats a side whose repeats spread 16% and 11% read
+# -18.7% [-29.8%, -6.0%] on a shared 2-core machine), so a slowdown there is inconclusive, never FAIL.
+UNFIT_SPREAD = 0.10
 # The spread between processes (sd of the log of a run's whole-run rate from one process to the next) assumed for
 # two single runs of a rung that records none (a rung with repeats records its own `process_spread`), by backend:
 # docs/gates.md says where each figure was measured.
@@ -458,6 +463,13 @@ def _throughput_check(
             f"; machine unfit: its probe ran {1 - machine.value:.0%} slower than in the baseline (beyond the "
             f"{UNFIT_SLOWDOWN:.0%} bound), so it cannot time the rung: run both again on a quiet machine"
         )
+    elif verdict in (SLOWER, WITHIN_NOISE) and _widest_spread(base, cur) > UNFIT_SPREAD:
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; machine unfit: the rung's repeats spread {_widest_spread(base, cur):.0%} between processes (beyond "
+            f"the {UNFIT_SPREAD:.0%} bound), so runs minutes apart can differ as much: run both again on a quiet "
+            "machine, or `vlabench ab`"
+        )
     elif verdict == SLOWER and slower_machine and _machine_explains(ratio, machine, tol):
         check.verdict = INCONCLUSIVE
         check.note += (
@@ -476,9 +488,28 @@ def _throughput_check(
             f"{_repeats_advice(ratio, len(ok_repeats(base)), len(ok_repeats(cur)), limits.confidence, spread[0])} "
             "or `vlabench ab`"
         )
+    elif machine is not None and machine.low > 1 and _machine_hides(ratio, machine, tol):
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; but the machine itself ran {machine.value - 1:.0%} faster, and beyond that the rung is "
+            f"{1 - ratio.value / machine.value:.0%} slower: a pass here could hide a regression; run both again on "
+            "a quiet machine, or `vlabench ab`"
+        )
     elif ratio.low > 1:
         check.note += "; faster, outside the interval"
     return check
+
+
+def _widest_spread(base: dict, cur: dict) -> float:
+    """The larger spread between processes that either rung's repeats recorded (0 where neither has repeats)."""
+    return max((r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None), default=0.0)
+
+
+def _machine_hides(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
+    """Whether a machine measured faster than in the baseline may hide a regression behind a pass: the rung's own
+    change (the ratio over the machine's) is more than twice the tolerance slower, the mirror of the bound past
+    which a slower machine never excuses a FAIL."""
+    return ratio.value / machine.value < 1 - 2 * tolerance
 
 
 def _repeats_advice(ratio: Ratio, n_base: int, n_cur: int, confidence: float, single_run_spread: float) -> str:
@@ -521,6 +552,12 @@ def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
     target = 2 * limits.tolerance
     need = repeats_to_resolve(spread, target, limits.confidence)
     floored = f" (taken as the backend's floor of {floor:.0%})" if widest < floor else ""
+    if widest > UNFIT_SPREAD:
+        return (
+            f"gate resolution: the widest spread between processes is {widest:.1%} ({name}, {n} repeats), beyond the "
+            f"gate's {UNFIT_SPREAD:.0%} bound: this machine is too noisy to judge a slowdown, and a gate of this run "
+            "calls it unfit (inconclusive); a quieter machine, or `vlabench ab`"
+        )
     return (
         f"gate resolution: the widest spread between processes is {widest:.1%} ({name}, {n} repeats){floored}; a gate "
         f"of this run against one like it finds a slowdown of about "
