@@ -36,7 +36,7 @@
 # (results/<target>/evidence/appended-<commit>/), not recorded over the baseline. The libero-* and train-* parts need the
 # sim wheels, the LIBERO assets and the GL loaders (scripts/fetch-sim-wheels.sh); poll also brings back what the
 # train-ladder job wrote ($OUT/train-ladder.tgz; CHECKPOINT=RUNG|goal adds that rung's weights in bf16).
-# Carry .whl with torchao (scripts/fetch-sim-wheels.sh lists the version). Pass VLABENCH_GIT_SHA=<the commit sent>
+# Carry .whl with torchao (scripts/fetch-sim-wheels.sh lists the version). Pass VLABENCH_GIT_SHA=<the commit sent, full SHA>
 # (and VLABENCH_GIT_DIRTY=0|1): the machine's copy of .git may be stale.
 set -uo pipefail
 WORK=${WORK:-/root/gpu-session}
@@ -44,6 +44,12 @@ mkdir -p "$WORK"
 case ${1:-} in
   start)
     shift
+    # the results' provenance names this commit: the sent tree's full SHA, pasted from `git rev-parse HEAD` (a short or
+    # typed one cannot be told from a wrong one, and the machine's copy of .git may be stale)
+    if ! [[ ${VLABENCH_GIT_SHA:-} =~ ^[0-9a-f]{40}$ ]]; then
+      echo "VLABENCH_GIT_SHA: expected the sent commit's full 40-hex SHA (git rev-parse HEAD), got '${VLABENCH_GIT_SHA:-}'"
+      exit 2
+    fi
     rm -f "$WORK/done"
     setsid nohup bash "$0" run "$@" > "$WORK/session.log" 2>&1 < /dev/null &
     echo "started: $* (log $WORK/session.log)"
