@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import statistics
@@ -48,7 +47,6 @@ from ..stats.spread import (
     resolvable_change,
     slowdown,
     steps_ratio,
-    t_quantile,
     whole_rate,
     with_process_spread,
 )
@@ -463,10 +461,10 @@ def _throughput_check(
             f"; machine unfit: its probe ran {1 - machine.value:.0%} slower than in the baseline (beyond the "
             f"{UNFIT_SLOWDOWN:.0%} bound), so it cannot time the rung: run both again on a quiet machine"
         )
-    elif verdict in (SLOWER, WITHIN_NOISE) and _widest_spread(base, cur) > UNFIT_SPREAD:
+    elif verdict in (SLOWER, WITHIN_NOISE) and (recorded_spread(base, cur) or 0.0) > UNFIT_SPREAD:
         check.verdict = INCONCLUSIVE
         check.note += (
-            f"; machine unfit: the rung's repeats spread {_widest_spread(base, cur):.0%} between processes (beyond "
+            f"; machine unfit: the rung's repeats spread {recorded_spread(base, cur):.0%} between processes (beyond "
             f"the {UNFIT_SPREAD:.0%} bound), so runs minutes apart can differ as much: run both again on a quiet "
             "machine, or `vlabench ab`"
         )
@@ -485,7 +483,7 @@ def _throughput_check(
         check.verdict = INCONCLUSIVE
         check.note += (
             f"; slower by more than {tol:.0%}, but within the interval: "
-            f"{_repeats_advice(ratio, len(ok_repeats(base)), len(ok_repeats(cur)), limits.confidence, spread[0])} "
+            f"{_repeats_advice(ratio, limits.confidence, spread[0])} "
             "or `vlabench ab`"
         )
     elif machine is not None and machine.low > 1 and _machine_hides(ratio, machine, tol):
@@ -500,11 +498,6 @@ def _throughput_check(
     return check
 
 
-def _widest_spread(base: dict, cur: dict) -> float:
-    """The larger spread between processes that either rung's repeats recorded (0 where neither has repeats)."""
-    return max((r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None), default=0.0)
-
-
 def _machine_hides(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     """Whether a machine measured faster than in the baseline may hide a regression behind a pass: the rung's own
     change (the ratio over the machine's) is more than twice the tolerance slower, the mirror of the bound past
@@ -512,14 +505,10 @@ def _machine_hides(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     return ratio.value / machine.value < 1 - 2 * tolerance
 
 
-def _repeats_advice(ratio: Ratio, n_base: int, n_cur: int, confidence: float, single_run_spread: float) -> str:
+def _repeats_advice(ratio: Ratio, confidence: float, single_run_spread: float) -> str:
     """How many repeats a side would resolve a slowdown of the size seen: the spread between processes is the
     one the interval was made with (from the repeats, or the single runs' assumed spread)."""
-    if ratio.method == "repeats":
-        half = math.log(ratio.high / ratio.value) / t_quantile(0.5 + confidence / 2, ratio.df)
-        spread = half / math.sqrt(1 / n_base + 1 / n_cur)
-    else:
-        spread = single_run_spread
+    spread = ratio.spread if ratio.spread is not None else single_run_spread
     change = 1 - ratio.value
     n = repeats_to_resolve(spread, change, confidence) if spread > 0 else None
     if n is None:
@@ -542,7 +531,9 @@ def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
     rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
     a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
     measured = [
-        (r["name"], r["process_spread"], len(ok_repeats(r))) for r in result["rungs"] if r.get("process_spread")
+        (r["name"], r["process_spread"], len(ok_repeats(r)))
+        for r in result["rungs"]
+        if r.get("process_spread") is not None
     ]
     if not measured:
         return None
@@ -570,13 +561,19 @@ def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
     )
 
 
+def recorded_spread(base: dict, cur: dict) -> float | None:
+    """The larger spread between processes that either rung's repeats recorded (`process_spread`); None where
+    neither has repeats."""
+    return max((r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None), default=None)
+
+
 def process_spread(base: dict, cur: dict, baseline: dict) -> tuple[float, str]:
     """The spread between processes that two single runs of a rung are judged with, and where it comes from: the
     larger `process_spread` either rung records (measured from its repeats), else the default of the target's
     backend (DEFAULT_PROCESS_SPREAD)."""
-    recorded = [r["process_spread"] for r in (base, cur) if r.get("process_spread") is not None]
-    if recorded:
-        return max(recorded), "measured from repeats"
+    recorded = recorded_spread(base, cur)
+    if recorded is not None:
+        return recorded, "measured from repeats"
     backend = (baseline.get("target") or {}).get("backend") or "cpu"
     return DEFAULT_PROCESS_SPREAD.get(backend, max(DEFAULT_PROCESS_SPREAD.values())), f"the {backend} default"
 

@@ -90,6 +90,7 @@ class Ratio:
     high: float
     method: str  # "repeats" (t over per-repeat figures), "steps" (bootstrap of one run's steps) or "point"
     df: int = 0
+    spread: float | None = None  # "repeats": the pooled spread between processes (sd of the log) it was made with
 
     def text(self) -> str:
         return f"{self.value - 1:+.1%} [{self.low - 1:+.1%}, {self.high - 1:+.1%}]"
@@ -129,7 +130,7 @@ def repeats_ratio(
     sd = max(math.sqrt(ss / df), min_spread)
     se = sd * math.sqrt(1 / len(lc) + 1 / len(lb))
     d, half = _mean(lc) - _mean(lb), t_quantile(0.5 + confidence / 2, df) * se
-    return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), "repeats", df)
+    return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), "repeats", df, sd)
 
 
 def resolvable_change(spread: float, n_base: int, n_cur: int, confidence: float = 0.95, power: float = 0.8) -> float:
