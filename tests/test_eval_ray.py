@@ -9,12 +9,8 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,11 +19,11 @@ import pytest
 from sim_ready import sim_unready
 
 from harness.cli import main
+from harness.eval.ray_local import local_cluster, session_processes
 
 REPO = Path(__file__).resolve().parent.parent
 CI_SCENARIO = REPO / "scenarios" / "libero-expert-ci.yaml"
 CI_BASELINE = REPO / "results" / "cpu" / "libero-expert-ci.json"
-RAY = Path(sys.executable).with_name("ray")  # this environment's: the nodes' workers run this Python
 TASK_TITLE = b"ray::episode_task"  # a Ray worker's process title while it runs an episode (ray_pool.episode_task)
 
 _no_ray = None if importlib.util.find_spec("ray") else "needs the ray extra (pip install -e '.[ray]')"
@@ -69,67 +65,11 @@ def test_an_episode_is_recorded_once_by_its_key():
     assert len(recorded) == len(done) == 1 and recorded[0]["task"] == 3 and recorded[0]["trial"] == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _session_processes(sessions: list[int]) -> list[int]:
-    """The live processes (zombies left out) of these sessions: the nodes' daemons and their Ray workers (which
-    take process groups of their own but stay in the node's session)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, _, session = stat.read_text().rsplit(")", 1)[1].split()[:4]
-        except (OSError, IndexError, ValueError):
-            continue
-        if int(session) in sessions and state != "Z":
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def _kill_sessions(sessions: list[int]) -> None:
-    """SIGKILL to every process of the nodes' sessions, as `ray stop --force` does to every Ray process of the
-    machine: here only this test's."""
-    deadline = time.monotonic() + 10
-    while (pids := _session_processes(sessions)) and time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """The address of a head and two worker nodes (one CPU each) on this machine, and their sessions' ids."""
-    temp = tempfile.mkdtemp(prefix="vr", dir="/tmp")  # short: Ray's unix sockets live under it
-    port = _free_port()
-    common = ["--num-cpus=1", "--disable-usage-stats", "--object-store-memory=100000000"]
-    head = ["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"]
-    starts, sessions = [], []
-    try:
-        for args in (head, [f"--address=127.0.0.1:{port}"], [f"--address=127.0.0.1:{port}"]):
-            # a session of its own: the node's daemons and workers stay in it, stopped by its id below
-            start = subprocess.Popen(
-                [str(RAY), "start", *args, *common],
-                start_new_session=True,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            starts.append(start)
-            sessions.append(start.pid)
-            output, _ = start.communicate(timeout=120)
-            assert start.returncode == 0, output[-2000:]
-        yield f"127.0.0.1:{port}", sessions
-    finally:
-        for start in starts:
-            if start.poll() is None:
-                start.kill()
-                start.wait()
-        _kill_sessions(sessions)
-        shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster([1, 1, 1]) as (address, sessions):
+        yield address, sessions
 
 
 class _Killer(threading.Thread):
@@ -146,7 +86,7 @@ class _Killer(threading.Thread):
             if pid is None:
                 return
             time.sleep(1.0)  # well into its episode (a worker's first builds the scene meanwhile)
-            for victim in _session_processes([session]) if whole_node else [pid]:
+            for victim in session_processes([session]) if whole_node else [pid]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim, signal.SIGKILL)
             self.killed.append("node" if whole_node else "worker")
@@ -154,7 +94,7 @@ class _Killer(threading.Thread):
     def _running_episode(self, session: int) -> int | None:
         """A worker of the session's node running an episode, as soon as there is one (None: stopped first)."""
         while not self.stop.wait(0.2):
-            for pid in _session_processes([session]):
+            for pid in session_processes([session]):
                 with contextlib.suppress(OSError):
                     if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(TASK_TITLE):
                         return pid
