@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.eval.ray_local import local_cluster  # noqa: E402
-from harness.results import write_text_atomic  # noqa: E402
+from harness.results import provenance, write_text_atomic  # noqa: E402
 
 
 def eval_command(args, out: Path, address: str | None) -> list[str]:
@@ -81,7 +81,7 @@ def main() -> int:
     }
     tally = {
         "what": "vlabench eval --ray against the local pool, one machine, rounds in turned order",
-        "command": " ".join(sys.argv),
+        "provenance": provenance(sys.argv),
         "workers": args.workers,
         "cpus_visible": len(os.sched_getaffinity(0)),
         "spec": {"suite": args.suite, "tasks": args.tasks, "trials": args.trials, "policy": args.policy},
