@@ -12,6 +12,9 @@
 # With TRAIN=1, for gpu-session.sh's train-ladder: PyAV's and torchao's wheels too, and robosuite, libero and the
 # assets moved into .whl2/: the whole exceeds one call's 64 MiB, so .whl and .gl travel in a first call that
 # installs them and .whl2 in the call that starts the job (docs/training.md, "On a GPU machine").
+# With RAY=1, for gpu-session.sh's ray-vs-local: Ray Core (ray 2.60.0, slimmed by scripts/slim-wheel.py: 79 MB -> 33;
+# .whl3/ holds 34 MB with the packages Ray imports that the machine lacks): carried alone in the call that starts the
+# part, after a call that installed .whl and .gl (docs/training.md, "Ray against the local pool").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for d in /.whl/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
@@ -26,7 +29,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$py" -m pip download -q "${binary[@]}" -d "$tmp" robosuite==1.4.0
 rm -f .whl/robosuite-*.whl
-"$py" scripts/slim-robosuite-wheel.py "$tmp"/robosuite-1.4.0-*.whl .whl
+"$py" scripts/slim-wheel.py robosuite "$tmp"/robosuite-1.4.0-*.whl .whl
 # LIBERO assets to carry (an archive): VLABENCH_LIBERO_ASSETS names it
 assets=${VLABENCH_LIBERO_ASSETS:-}
 if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: set VLABENCH_LIBERO_ASSETS to a LIBERO assets archive to carry it"; fi
@@ -37,10 +40,18 @@ if [ "${TRAIN:-0}" = 1 ]; then
   mv .whl/robosuite-*.whl .whl/libero-0*.whl .whl2/
   if [ -f .whl/"$(basename "$assets")" ]; then mv .whl/"$(basename "$assets")" .whl2/; fi
 fi
+if [ "${RAY:-0}" = 1 ]; then
+  grep -qxF /.whl3/ .git/info/exclude || echo /.whl3/ >> .git/info/exclude
+  rm -rf .whl3 && mkdir -p .whl3
+  "$py" -m pip download -q "${binary[@]}" -d "$tmp" ray==2.60.0
+  "$py" scripts/slim-wheel.py ray "$tmp"/ray-2.60.0-*.whl .whl3
+  "$py" -m pip download -q "${binary[@]}" -d .whl3 click==8.5.1 msgpack==1.2.4 protobuf==7.36.2 jsonschema==4.26.0 \
+    attrs==26.1.0 referencing==0.37.0 rpds-py==2026.9.1 jsonschema-specifications==2025.9.1
+fi
 # GL loaders (libEGL, libGL through glvnd) in case the machine's image lacks them; unpacked there into /.
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
 mkdir -p /tmp/amd64/partial
 apt-get "${o[@]}" -qq update && (cd .gl && apt-get "${o[@]}" -qq download libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
   libgles2) || echo "note: could not download the GL loader packages into .gl/"
-ls -la .whl .gl .whl2 2>/dev/null
-du -sh .whl .gl .whl2 2>/dev/null
+ls -la .whl .gl .whl2 .whl3 2>/dev/null
+du -sh .whl .gl .whl2 .whl3 2>/dev/null

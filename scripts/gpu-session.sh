@@ -29,6 +29,8 @@
 #   libero-workers: the same with CUDA-graph inference at 16, 8, 4 and 1 env workers, with CPU and GPU utilisation
 #   libero-expert: the scripted expert over the whole libero_spatial suite (500 episodes), one env worker per core
 #   libero-suite:  the whole libero_spatial suite with the full-size Pi0.5 (random weights, CUDA graphs), resumable
+#   ray-vs-local:  `vlabench eval --ray` on a one-node Ray cluster of every core against the local pool, the scripted
+#                  expert, RAY_ROUNDS rounds (scripts/eval_ray_vs_local.py; Ray's wheels: RAY=1 fetch-sim-wheels.sh)
 #   train-speed:   pi05-libero-train's rungs timed on synthetic batches of its workload (TRAIN_SPEED_RUNGS picks)
 #   train-ladder:  pi05-libero-train trained, evaluated and gated (scripts/gpu-parts/train-ladder.sh: PARTS, SEED...)
 # An appending part starts from the committed results/<target>/<scenario>.json where the session has none yet; the
@@ -223,6 +225,11 @@ EOF
         --out "$results/libero-eval-spatial-expert.json" --overwrite 2>&1 | tail -25 ;;
     libero-suite)
       eval_pi05 "$(nproc)" "$results/libero-eval-spatial-pi05-random-graphs-suite.json" --batch-wait 0 --resume ;;
+    ray-vs-local)  # the sim wheels and Ray's (.whl3) installed in /tmp/site by this call and an earlier one
+      VLABENCH_LIBERO_ASSETS=$assets python3 scripts/eval_ray_vs_local.py --workers "$(nproc)" \
+        --rounds "${RAY_ROUNDS:-3}" --tasks 0,1,2,3,4,5,6,7,8,9 --trials 3 --out "$session/ray-vs-local" 2>&1 | tail -12
+      mkdir -p "$session/measurements"
+      cp "$session/ray-vs-local/tally.json" "$session/measurements/ray-vs-local-tally.json" 2>/dev/null ;;
     train-speed)  # the workload on synthetic batches of its shapes: its dataset is not made yet on a fresh machine
       mkdir -p runs
       python3 - <<'EOF'

@@ -17,7 +17,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-RAY = Path(sys.executable).with_name("ray")  # this environment's: the nodes' workers run this Python
+# this Python's Ray (its `ray` command need not be on PATH: wheels installed with --target have none there); the
+# nodes' workers run this Python
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
 def free_port() -> int:
@@ -62,7 +64,7 @@ def local_cluster(cpus: Sequence[int], object_store_bytes: int = 100_000_000) ->
             role = ["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"] if i == 0 else []
             common = [f"--num-cpus={n}", "--disable-usage-stats", f"--object-store-memory={object_store_bytes}"]
             start = subprocess.Popen(
-                [str(RAY), "start", *(role or [f"--address=127.0.0.1:{port}"]), *common],
+                [*RAY, "start", *(role or [f"--address=127.0.0.1:{port}"]), *common],
                 start_new_session=True,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
