@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.eval.ray_local import local_cluster  # noqa: E402
+from harness.ladder.processes import signals_as_interrupt  # noqa: E402
 from harness.results import provenance, write_text_atomic  # noqa: E402
 
 
@@ -66,10 +66,10 @@ def main() -> int:
     p.add_argument("--policy", default="expert")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster's nodes are ended on the way out
     args.out.mkdir(parents=True, exist_ok=True)
     runs = []
-    with local_cluster([args.workers]) as (address, _):
+    # SIGTERM and SIGHUP interrupt as Ctrl-C does, so the cluster's nodes are ended on the way out
+    with signals_as_interrupt(), local_cluster([args.workers]) as (address, _):
         print(f"ray: one node of {args.workers} CPUs at {address}; {args.rounds} rounds", flush=True)
         for k in range(1, args.rounds + 1):
             for side in ("local", "ray") if k % 2 else ("ray", "local"):
@@ -97,4 +97,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP: the cluster is already ended
+        sys.exit(f"interrupted ({stop or 'Ctrl-C'}); the runs so far are in --out")
