@@ -15,6 +15,7 @@ harness; the harness reads its own files with the same loader.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import reprlib
@@ -156,6 +157,7 @@ def parse_fields(cls, data: Any, key: str | None = None, partial: bool = False) 
     return out
 
 
+@functools.cache  # a class's hints do not change, and resolving them dominated loading a large result
 def _hints(cls) -> dict:
     return get_type_hints(cls, include_extras=True)
 

@@ -3,8 +3,10 @@ loads a stored initial state and steps; success detection is the environment's; 
 the tiny Pi0.5 policy from a checkpoint file, counts a success, survives a crashed worker and resumes."""
 
 import json
+import multiprocessing
 import os
 import signal
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -73,25 +75,42 @@ def test_prepare_links_assets_and_writes_libero_config(setup):
         sim.prepare("/nonexistent/libero-assets.tar.xz")
 
 
-@pytest.mark.parametrize("suite,index", [(s, i) for s in SUITES for i in range(10)])
-def test_every_task_builds_resets_to_a_stored_state_and_steps(tasks, suite, index):
-    from harness.eval.env import make_env, read_init_states
+def build_reset_and_step(suite: str, index: int) -> str | None:
+    """One task built, reset to its first stored state and stepped once, as an evaluation episode starts; what
+    went wrong, or None."""
+    from harness.eval.env import make_env, read_init_states, suite_tasks
     from harness.eval.protocol import DUMMY_ACTION, policy_observation
 
-    task = tasks[suite][index]
+    sim.prepare(_assets())  # this process's LIBERO config (idempotent)
+    task = suite_tasks(suite)[index]
     states = read_init_states(task.init_states_file)
-    assert states.shape[0] == 50
+    if states.shape[0] != 50:
+        return f"{states.shape[0]} stored initial states, expected 50"
     env = make_env(task)
     try:
         env.reset()
         env.set_init_state(states[0])
-        assert np.allclose(env.get_sim_state(), states[0])
+        if not np.allclose(env.get_sim_state(), states[0]):
+            return "the simulator's state after set_init_state is not the stored one"
         obs, _, done, _ = env.step(list(DUMMY_ACTION))
         seen = policy_observation(obs, task.language)
-        assert seen["image"].shape == seen["wrist_image"].shape == (224, 224, 3) and seen["image"].std() > 0
-        assert seen["state"].shape == (8,) and not done
+        if not (seen["image"].shape == seen["wrist_image"].shape == (224, 224, 3) and seen["image"].std() > 0):
+            return f"images {seen['image'].shape} and {seen['wrist_image'].shape} (std {seen['image'].std():.3g})"
+        if seen["state"].shape != (8,) or done:
+            return f"state {seen['state'].shape}, done {done} after one dummy action"
     finally:
         env.close()
+    return None
+
+
+def test_every_task_builds_resets_to_a_stored_state_and_steps(setup):
+    # A scene takes ~2 s to build and ~3 s to reset (a hard reset builds it again) on one CPU core: the 20 tasks
+    # are spread over a process per core (at most 2), each a fresh process as an evaluation's env worker is.
+    cases = [(s, i) for s in SUITES for i in range(10)]
+    workers = max(1, min(2, len(os.sched_getaffinity(0))))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        problems = dict(zip(cases, pool.map(build_reset_and_step, *zip(*cases))))
+    assert not {case: why for case, why in problems.items() if why}
 
 
 def test_success_is_the_environments_done_flag(tasks):

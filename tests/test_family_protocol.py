@@ -112,10 +112,19 @@ def option_keys_named(source: str) -> list[tuple[int, str]]:
     """(line, key) of every option key a module subscripts, gets or writes in a mapping of options: a subscript,
     a `.get` or a dict display whose text mentions options (or the cumulative options) and holds such a key."""
     found = []
+    lines = [line.encode() for line in source.splitlines(keepends=True)]
+
+    def segment(node) -> str:  # ast.get_source_segment's text, without its re-split of the whole source per node
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return lines[first][node.col_offset : node.end_col_offset].decode()
+        middle = b"".join(lines[first + 1 : last])
+        return (lines[first][node.col_offset :] + middle + lines[last][: node.end_col_offset]).decode()
+
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, (ast.Subscript, ast.Call, ast.Dict)):
             continue
-        text = (ast.get_source_segment(source, node) or "").lower()
+        text = segment(node).lower()
         if "option" not in text and "cumulative" not in text:
             continue
         keys = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in OPTION_KEYS]

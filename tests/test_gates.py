@@ -690,8 +690,11 @@ def test_real_30_percent_slowdown_fails_and_2_percent_passes(cpu_runs, capsys):
 # The default path: `vlabench run` takes 3 repeats, each a fresh process, so the gate's interval holds the spread
 # between processes; at the default 5% tolerance a real 10% slowdown of the step FAILs while the machine holds
 # still. A pair counts as steady when both sides' repeats spread by at most STEADY_SPREAD (sd of the log rate) and
-# no probe moved beyond the unfit bound; at most three pairs are measured.
+# no probe moved beyond the unfit bound; at most three pairs are measured, and no more after a pair whose repeats
+# spread beyond NOISY_SPREAD: a machine moving that much did not settle within the next two (on the 2-vCPU CI
+# machine: spreads of 8-17%, then 6-10%, then 2-10%, 4.5 minutes for a skip), so the test says so at once.
 STEADY_SPREAD = 0.03
+NOISY_SPREAD = 2 * STEADY_SPREAD
 
 
 def repeated_run(tmp, scenario, name, env=None, repeats=3):
@@ -720,10 +723,11 @@ def test_default_path_a_real_10_percent_slowdown_fails_and_the_aa_does_not(tmp_p
             aa = main(["gate", same, "--baseline", base])
             code = main(["gate", slow, "--baseline", base])
             capsys.readouterr()
-            steady = max(spread_of(p) for p in (base, same, slow)) <= STEADY_SPREAD
+            widest = max(spread_of(p) for p in (base, same, slow))
+            steady = widest <= STEADY_SPREAD
             tries.append((aa, code, steady, [round(spread_of(p), 3) for p in (base, same, slow)]))
             assert aa != 1, f"an A/A of 3 repeats each FAILed: {tries}"
-            if code == 1 or steady:
+            if code == 1 or steady or widest > NOISY_SPREAD:
                 break
     finally:
         os.sched_setaffinity(0, allowed)
