@@ -21,6 +21,7 @@
 #   beyond-sweep:  pi05-beyond's recompute sweep and the plan under 85% of the card's memory (SWEEP_BUDGET_GIB)
 #   optimizer-gaps: the Pi0.5 step's clipping and AdamW alone, eager and graphed (scripts/optimizer_step_gaps.py)
 #   host-syncs:    gr00t-host-syncs's two rungs on the session's synthetic dataset (made first)
+#   gr00t-ab:      `vlabench ab` of gr00t-loongforge's eager rungs: B's step 10% slower (GR00T_AB_PAIRS pairs), then A/A
 #   data:          pi05-data's ladder (the data paths) on a 200-episode synthetic LIBERO-shaped dataset made first
 #   ddp:           pi05-loongforge's rungs up to compile-per-layer (DDP_RUNGS picks) data-parallel on every GPU
 #   gr00t-ddp:     gr00t-loongforge's ladder data-parallel on every GPU (GR00T_DDP_RUNGS picks rungs)
@@ -166,6 +167,16 @@ for part in "$@"; do
       make_dataset
       vlabench run scenarios/gr00t-host-syncs.yaml --dataset $dataset --repeats 1 --rung-timeout 300 \
         --out "$results/gr00t-host-syncs.json" 2>&1 | quiet ;;
+    gr00t-ab)  # paired A/B of the eager rungs: the step 10% slower on side B (test-only), then the same code on both
+      mkdir -p runs/datasets "$session/measurements"
+      [ -d runs/datasets/libero-synthetic ] || vlabench make-dataset --source synthetic --episodes 200 \
+        --out runs/datasets/libero-synthetic 2>&1 | tail -2
+      for ab in slow10:VLABENCH_TEST_SLOWDOWN=0.1:${GR00T_AB_PAIRS:-5} same:VLABENCH_TEST_SLOWDOWN=0:${GR00T_AA_PAIRS:-3}; do
+        IFS=: read -r name env pairs <<< "$ab"
+        vlabench ab . . scenarios/gr00t-loongforge.yaml --rungs "${GR00T_AB_RUNGS:-community,async-input}" \
+          --pairs "$pairs" --env-b "$env" --rung-timeout 300 --out "$session/ab/gr00t-$name" 2>&1 | quiet
+        tar -czf "$session/measurements/gr00t-ab-$name-$target.tgz" -C "$session/ab" "gr00t-$name"
+      done ;;
     data)
       echo "cpus: $(nproc)"
       make_dataset
