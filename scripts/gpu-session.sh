@@ -250,7 +250,7 @@ s["workload"].pop("data")
 s["description"] = "pi05-libero-train's workload on synthetic batches (scripts/gpu-session.sh train-speed)"
 yaml.safe_dump(s, open("runs/pi05-libero-train-synthetic.yaml", "w"), sort_keys=False)
 EOF
-      rungs=compile-per-layer,compile-vision,no-recompute,sdpa-attention,fused-adamw,whole-step-graph,fp8
+      rungs=community,compile-per-layer,compile-vision,no-recompute,sdpa-attention,fused-adamw,whole-step-graph,fp8
       rungs=${TRAIN_SPEED_RUNGS:-$rungs}
       # training replays the whole-step graph under a schedule: its GPU tests first; where they fail the rung is left
       # out, so that the train-ladder's RUNG=fastest cannot choose it
