@@ -99,6 +99,19 @@ assets=/tmp/libero-assets.tar.xz
 for a in ${ASSETS:-} .whl2/libero-assets-spatial-goal.tar.xz .whl/libero-assets-spatial-goal.tar.xz; do
   [ -f "$a" ] && { [ "$a" -ef "$assets" ] || cp "$a" "$assets"; break; }
 done
+# The parts run in a copy of the tree of their own ($WORK/tree, made afresh by each start): every device call copies
+# the working tree over the repository again, and a rung process importing at that moment fails (2026-12-07, on the
+# H100: pi05-ascend's community rung, "No module named 'models.siglip'", as a poll call began). Its harness and
+# models come first on PYTHONPATH, ahead of the editable install of the repository; a pair's halves run in it too.
+if [ "${VLABENCH_IN_TREE_COPY:-0}" != 1 ]; then
+  tree=$WORK/tree
+  rm -rf "$tree" && mkdir -p "$tree"
+  tar cf - --exclude=./.whl --exclude=./.whl2 --exclude=./.whl3 --exclude=./.gl --exclude=./.isaac --exclude=./runs . \
+    | tar xf - -C "$tree"
+  cd "$tree" || exit 1
+  export VLABENCH_IN_TREE_COPY=1 PYTHONPATH=$tree${PYTHONPATH:+:$PYTHONPATH}
+  echo "== running in a copy of the tree: $tree"
+fi
 eval_pi05() {  # $1 env workers, $2 the result, then eval's own arguments: the full-size Pi0.5 with random weights
   local n=$1 result=$2
   shift 2
