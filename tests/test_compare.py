@@ -418,6 +418,14 @@ def test_per_card_tables_show_each_card_s_host_and_data_wait():
     # predates the CPU facts but its rungs recorded the host probe
     probe = f"dispatch probe {host_probe_ms(result):.1f} ms"
     assert text.count(probe) == 2 and "CPU model not recorded" in text
+    # each column names the commit it measured; as_card kept the commit, so nothing says the code differs
+    sha = result["provenance"]["git_sha"][:12]
+    assert text.count(f"commit {sha}, {result['provenance']['created_at'][:10]}, host") == 2
+    assert "runs of different commits" not in text
+    other["provenance"].update(git_sha="0" * 40, dirty=True)
+    text = compare._per_card_part("gr00t-loongforge", cols, None, "simple")
+    assert f"- h100: NVIDIA H100 80GB HBM3 x1, commit {'0' * 12} (uncommitted changes), " in text
+    assert "The columns are runs of different commits: set side by side, they compare the code as well" in text
 
 
 def test_the_host_probe_is_the_median_over_every_rungs_probes():

@@ -150,6 +150,13 @@ def host_text(result: dict) -> str:
     return f"host {host}"
 
 
+def commit_text(result: dict) -> str:
+    """The commit a result's run measured, and the day: cards compare only where the code is the same."""
+    p = result["provenance"]
+    dirty = " (uncommitted changes)" if p.get("dirty") else ""
+    return f"commit {str(p.get('git_sha'))[:12]}{dirty}, {str(p.get('created_at', ''))[:10]}"
+
+
 def _card_cells(result: dict, rec: dict | None, width: int) -> list[str]:
     """One rung's cells in a result's column group (`width` of CARD_GROUP); its status where it is not ok."""
     if rec is None or rec["status"] != "ok":
@@ -449,7 +456,11 @@ def _per_card_part(scenario: str, cols: list[Column], figures: list[Figure] | No
     text = f"{heading}{scenario}: {PER_CARD_TITLE}\n\n" + tabulate(
         rows, headers=headers, tablefmt=fmt, disable_numparse=True
     )
-    text += "\n\n" + "\n".join(f"- {col.label}: {_where_ours(col)}, {host_text(col.result)}" for col in cols)
+    text += "\n\n" + "\n".join(
+        f"- {col.label}: {_where_ours(col)}, {commit_text(col.result)}, {host_text(col.result)}" for col in cols
+    )
+    if len({col.result["provenance"].get("git_sha") for col in cols}) > 1:
+        text += "\n\nThe columns are runs of different commits: set side by side, they compare the code as well as the cards."
     headers, rows = card_verdicts(scenario, cols, figures or [])
     if rows:
         text += f"\n\nPublished figures of {scenario}, per card:\n\n"
