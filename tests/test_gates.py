@@ -720,18 +720,25 @@ def test_default_path_a_real_10_percent_slowdown_fails_and_the_aa_does_not(tmp_p
             base = repeated_run(tmp_path, scenario, f"base{i}", one)
             same = repeated_run(tmp_path, scenario, f"same{i}", one)
             slow = repeated_run(tmp_path, scenario, f"slow{i}", {**one, "VLABENCH_TEST_SLOWDOWN": "0.10"})
-            aa = main(["gate", same, "--baseline", base])
+            aa = main(["gate", same, "--baseline", base, "--json"])
+            aa_check = next(c for c in json.loads(capsys.readouterr().out)["checks"] if c["check"] == "throughput")
             code = main(["gate", slow, "--baseline", base])
             capsys.readouterr()
             widest = max(spread_of(p) for p in (base, same, slow))
             steady = widest <= STEADY_SPREAD
-            tries.append((aa, code, steady, [round(spread_of(p), 3) for p in (base, same, slow)]))
-            assert aa != 1, f"an A/A of 3 repeats each FAILed: {tries}"
+            spreads = [round(spread_of(p), 3) for p in (base, same, slow)]
+            tries.append((aa, code, steady, spreads, aa_check["change"], aa_check["note"]))
+            # One A/A FAIL is measured again: runs a minute apart on a shared machine can drift further than their
+            # probes saw (a clean-clone CI run of ed5bdef: the same code FAILed, its repeats spreading 6.5% and 9.2%).
+            # A rule biased against B FAILs every A/A; an unbiased one FAILs two independent A/As rarely.
+            assert [t[0] for t in tries].count(1) < 2, f"two A/As of 3 repeats each FAILed: {tries}"
+            if aa == 1:
+                continue
             if code == 1 or steady or widest > NOISY_SPREAD:
                 break
     finally:
         os.sched_setaffinity(0, allowed)
-    aa, code, steady, spreads = tries[-1]
+    aa, code, steady, spreads, _, _ = tries[-1]
     if code != 1 and not steady:
         rule_fails_a_clear_slowdown()
         pytest.skip(f"no pair held still (repeats spread {spreads} beyond {STEADY_SPREAD:.0%}): {tries}")
