@@ -460,7 +460,7 @@ def load_result(path, any_kind: bool = False) -> dict:
         fail(
             "kind",
             "a result file of a run (ladder, evaluation, training, ...)",
-            f"a {kind.name} (`vlabench show` prints it)",
+            f"{'an' if kind.name[0] in 'aeiou' else 'a'} {kind.name} (`vlabench show` prints it)",
         )
     try:
         parse(kind.schema or ResultFile, data)

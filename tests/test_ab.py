@@ -321,6 +321,12 @@ def test_each_side_runs_its_own_commit_in_turn(stub_repo, scenario, tmp_path, ca
     assert [(r["pair"], r["side"], r["file"]) for r in doc["runs"][:2]] == [(1, "A", "a-1.json"), (1, "B", "b-1.json")]
     assert doc["exit_code"] == 1 and doc["verdicts"][0]["ratios"] == pytest.approx([0.8] * 3)
     assert len(git(repo, "worktree", "list").splitlines()) == 1
+    # `vlabench show` prints the A/B again from its file: the sides, the verdict table and the summary
+    assert main(["show", str(tmp_path / "out" / "ab.json")]) == 0
+    shown = capsys.readouterr().out
+    assert f"A: {good} at {good[:12]}" in shown and f"B: HEAD at {slower[:12]}" in shown
+    assert re.search(r"community +3 +20\.00 +16\.00 +0\.800 \(0\.800-0\.800\) +FAIL +20\.0% slower", shown), shown
+    assert "FAIL: 1 regressed in B: community" in shown
     # the environment of one side; --json; --bisect (each A/B replaces the last in ../out: --force)
     argv.append("--force")
     aa = ["ab", good, good, *argv[3:]]

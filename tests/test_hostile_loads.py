@@ -340,6 +340,41 @@ def test_a_profile_shows_its_kernels_and_other_commands_refuse_it(capsys):
         harness.results.load_result(profile)
 
 
+AB = ROOT / "results/h100/ab/gr00t-loongforge-community-slow10-c5ac1d7/ab.json"  # 5 pairs, B 10% slower: FAIL
+
+
+def test_an_ab_file_shows_its_verdicts_and_other_commands_refuse_it(capsys):
+    assert main(["show", str(AB)]) == 0
+    out = capsys.readouterr().out
+    assert "A/B of gr00t-loongforge on h100, 5 pairs" in out and "with VLABENCH_TEST_SLOWDOWN=0.1" in out
+    assert "0.926 (0.887-0.968)" in out and "FAIL: 1 regressed in B: community" in out
+    with pytest.raises(harness.results.ResultError, match="an ab"):
+        harness.results.load_result(AB)
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda d: d["verdicts"][0].update(verdict="pass"), ["verdicts[0].verdict", "'FAIL'"]),
+        (
+            lambda d: d["verdicts"][0]["ratios"].__setitem__(0, 1.0),
+            ["verdicts[0].ratios[0]", "B/A of the pair's rates"],
+        ),
+        (lambda d: d["verdicts"][0]["ratio"].update(low=0.95), ["verdicts[0].ratio", "paired interval"]),
+        (lambda d: d["verdicts"][0]["b_samples_per_s"].pop(), ["verdicts[0].ratios", "as many A rates"]),
+        (lambda d: d.update(exit_code=0), ["exit_code", "1, as the verdicts give"]),
+        (lambda d: d["verdicts"].append(dict(d["verdicts"][0])), ["verdicts[1].rung", "'community' twice"]),
+        (lambda d: d["verdicts"][0].update(rung="fc1"), ["verdicts[0].rung", "one of the A/B's rungs"]),
+        (lambda d: d["runs"][0].update(pair=9), ["runs[0].pair", "at most the pairs requested (5)"]),
+        (lambda d: d["verdicts"][0]["a_samples_per_s"].__setitem__(0, -1), ["a_samples_per_s", "positive"]),
+    ],
+)
+def test_an_ab_file_its_figures_do_not_give_is_refused(tmp_path, capsys, edit, words):
+    data = json.loads(AB.read_text())
+    edit(data)
+    one_line_exit_2(capsys, ["show", write(tmp_path, "ab.json", data)], *words)
+
+
 def test_a_profile_with_a_busy_share_not_its_figures_is_refused(tmp_path, capsys):
     data = json.loads((ROOT / "results/h200/evidence/profiles/pi05-beyond-fp8-h200.json").read_text())
     bad = write(tmp_path, "p.json", {**data, "device_busy_share": 0.5})

@@ -27,12 +27,13 @@ from typing import TextIO
 from tabulate import tabulate
 
 from ..errors import InputError
+from ..kinds._ab_schema import AB_SCHEMA
 from ..ladder.processes import run_group
 from ..results import ResultError, load_result
 from ..stats.batch_sizes import BatchSizes
 from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
-SCHEMA = "vlabench.ab/1"
+SCHEMA = AB_SCHEMA  # ab.json's `schema`: its load-time checks and `vlabench show` table are harness/kinds/ab.py's
 FAIL, PASS, FASTER, INCONCLUSIVE, NOT_GATED = "FAIL", "pass", "pass (faster)", "inconclusive", "not gated"
 EXIT_PASS, EXIT_FAIL, EXIT_UNUSABLE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 BISECT_SKIP = 125  # `git bisect run`: skip this commit (1-124 would mark it bad)
@@ -419,7 +420,7 @@ def summary(verdicts: list[Verdict], tolerance: float) -> str:
     return f"{word[exit_code(verdicts)]}: " + "; ".join(parts)
 
 
-def table(verdicts: list[Verdict], confidence: float) -> str:
+def table(verdicts: list[Verdict], confidence: float, fmt: str = "simple") -> str:
     def median(xs: list[float]) -> str:
         return f"{statistics.median(xs):.2f}" if xs else "-"
 
@@ -430,7 +431,37 @@ def table(verdicts: list[Verdict], confidence: float) -> str:
         [v.rung, v.pairs, median(v.a_rates), median(v.b_rates), ratio(v.ratio), v.verdict, v.note] for v in verdicts
     ]
     headers = ["rung", "pairs", "A samples/s", "B samples/s", f"B/A ({confidence:.0%} interval)", "verdict", "note"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    return tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+
+
+def verdict_from_dict(v: dict) -> Verdict:
+    """A verdict as ab.json holds it (Verdict.as_dict), for the table of a file read back."""
+    r = v.get("ratio")
+    ratio = None if r is None else Ratio(r["value"], r["low"], r["high"], "pairs", r["df"])
+    a, b = list(v["a_samples_per_s"]), list(v["b_samples_per_s"])
+    return Verdict(v["rung"], v["verdict"], v["note"], v["pairs"], a, b, ratio, v.get("more_pairs"))
+
+
+def ab_table_of_file(doc: dict, fmt: str = "simple") -> str:
+    """What `vlabench ab` printed at its end, from its ab.json (`vlabench show`): the sides, the verdicts, the summary."""
+
+    def side(s: dict) -> str:
+        where = f"{s['spec']} at {s['commit'][:12]}" if s.get("commit") else f"the tree at {s.get('path')}"
+        env = " with " + " ".join(f"{k}={v}" for k, v in s["env"].items()) if s.get("env") else ""
+        return where + env
+
+    pairs = max((r["pair"] for r in doc["runs"]), default=0)
+    lines = [
+        f"A/B of {Path(doc['scenario']).stem} on {doc['target']}, {pairs} pair{'s' if pairs != 1 else ''}"
+        + (f" ({doc['created_at']})" if doc.get("created_at") else ""),
+        f"A: {side(doc['a'])}",
+        f"B: {side(doc['b'])}",
+        "",
+        table([verdict_from_dict(v) for v in doc["verdicts"]], doc["confidence"], fmt),
+        "",
+        doc["summary"],
+    ]
+    return "\n".join(lines)
 
 
 def document(cfg: Config, sides: list[Side], runs: list[Run], verdicts: list[Verdict], argv: list[str]) -> dict:

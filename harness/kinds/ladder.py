@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import ResultKind, register
+from ._ab_schema import AB_SCHEMA
 
 
 @register
@@ -12,8 +13,9 @@ class Ladder(ResultKind):
     in_compare_columns = True  # compare's per-hardware columns (harness/judge/compare.py), gate-power, floor shares
 
     def recognise(self, data: dict) -> bool:
-        # a profile has no kind either: it holds one rung's `rung` (harness/kinds/profile.py, data_path.py)
-        return data.get("kind") in (None, "ladder") and "rung" not in data
+        # a profile has no kind either: it holds one rung's `rung` (harness/kinds/profile.py, data_path.py); an A/B's
+        # ab.json neither: its `schema` is its own (harness/kinds/ab.py)
+        return data.get("kind") in (None, "ladder") and "rung" not in data and data.get("schema") != AB_SCHEMA
 
     def table(self, data: dict, fmt: str = "simple", tasks: bool = True) -> str:
         # here: the registry imports this module on its first lookup (docs/extending.md)
