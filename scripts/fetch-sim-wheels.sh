@@ -9,9 +9,10 @@
 #   libero 0.1.1, bddl 1.0.1 (built here: sdists only)     tasks, BDDL files, initial states
 #   gymnasium, farama-notifications, easydict, termcolor, future   LIBERO's and robosuite's import-time needs
 # Usage: scripts/fetch-sim-wheels.sh   (then carry .whl and .gl to the machine for gpu-session.sh's libero-* parts)
-# With TRAIN=1, for gpu-session.sh's train-ladder: PyAV's and torchao's wheels too, and robosuite, libero and the
-# assets moved into .whl2/: the whole exceeds one call's 64 MiB, so .whl and .gl travel in a first call that
-# installs them and .whl2 in the call that starts the job (docs/training.md, "On a GPU machine").
+# With TRAIN=1, for gpu-session.sh's train-ladder: PyAV's and torchao's wheels too, in .whlt/ (39 MB, PyAV's 36), and
+# robosuite, libero and the assets moved into .whl2/: a call carries the tree (18.5 MB at 2026-12-07) and at most
+# 64 MiB with it, so .whlt travels alone in a first call that installs it and .whl, .gl and .whl2 together in the
+# call that starts the job (docs/training.md, "On a GPU machine"). The speed parts' FP8 rungs need .whlt alone.
 # With RAY=1, for gpu-session.sh's ray-vs-local: Ray Core (ray 2.60.0, slimmed by scripts/slim-wheel.py: 79 MB -> 33;
 # .whl3/ holds 34 MB with the packages Ray imports that the machine lacks): carried alone in the call that starts the
 # part, after a call that installed .whl and .gl (docs/training.md, "Ray against the local pool").
@@ -34,8 +35,9 @@ rm -f .whl/robosuite-*.whl
 assets=${VLABENCH_LIBERO_ASSETS:-}
 if [ -f "$assets" ]; then install -m 644 "$assets" .whl/; else echo "note: set VLABENCH_LIBERO_ASSETS to a LIBERO assets archive to carry it"; fi
 if [ "${TRAIN:-0}" = 1 ]; then
-  "$py" -m pip download -q "${binary[@]}" -d .whl av==18.1.0 torchao==0.16.0
-  grep -qxF /.whl2/ .git/info/exclude || echo /.whl2/ >> .git/info/exclude
+  for d in /.whl2/ /.whlt/; do grep -qxF "$d" .git/info/exclude || echo "$d" >> .git/info/exclude; done
+  mkdir -p .whlt
+  "$py" -m pip download -q "${binary[@]}" -d .whlt av==18.1.0 torchao==0.16.0
   rm -rf .whl2 && mkdir -p .whl2
   mv .whl/robosuite-*.whl .whl/libero-0*.whl .whl2/
   if [ -f .whl/"$(basename "$assets")" ]; then mv .whl/"$(basename "$assets")" .whl2/; fi
@@ -53,5 +55,5 @@ o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp
 mkdir -p /tmp/amd64/partial
 apt-get "${o[@]}" -qq update && (cd .gl && apt-get "${o[@]}" -qq download libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
   libgles2) || echo "note: could not download the GL loader packages into .gl/"
-ls -la .whl .gl .whl2 .whl3 2>/dev/null
-du -sh .whl .gl .whl2 .whl3 2>/dev/null
+ls -la .whl .gl .whl2 .whl3 .whlt 2>/dev/null
+du -sh .whl .gl .whl2 .whl3 .whlt 2>/dev/null

@@ -39,8 +39,9 @@
 # (results/<target>/evidence/appended-<commit>/), not recorded over the baseline. The libero-* and train-* parts need the
 # sim wheels, the LIBERO assets and the GL loaders (scripts/fetch-sim-wheels.sh); poll also brings back what the
 # train-ladder job wrote ($OUT/train-ladder.tgz; CHECKPOINT=RUNG|goal adds that rung's weights in bf16).
-# Carry .whl with torchao (scripts/fetch-sim-wheels.sh lists the version). Pass VLABENCH_GIT_SHA=<the commit sent, full SHA>
-# (and VLABENCH_GIT_DIRTY=0|1): the machine's copy of .git may be stale.
+# Carry torchao's wheel for the FP8 rungs (.whlt of `TRAIN=1 scripts/fetch-sim-wheels.sh`, with WHEELS=.whlt).
+# Pass VLABENCH_GIT_SHA=<the commit sent, full SHA> (and VLABENCH_GIT_DIRTY=0|1): the machine's copy of .git may be
+# stale.
 set -uo pipefail
 WORK=${WORK:-/root/gpu-session}
 mkdir -p "$WORK"
@@ -106,7 +107,7 @@ done
 if [ "${VLABENCH_IN_TREE_COPY:-0}" != 1 ]; then
   tree=$WORK/tree
   rm -rf "$tree" && mkdir -p "$tree"
-  tar cf - --exclude=./.whl --exclude=./.whl2 --exclude=./.whl3 --exclude=./.gl --exclude=./.isaac --exclude=./runs . \
+  tar cf - --exclude=./.whl --exclude=./.whl2 --exclude=./.whl3 --exclude=./.whlt --exclude=./.gl --exclude=./.isaac --exclude=./runs . \
     | tar xf - -C "$tree"
   cd "$tree" || exit 1
   export VLABENCH_IN_TREE_COPY=1 PYTHONPATH=$tree${PYTHONPATH:+:$PYTHONPATH}

@@ -20,9 +20,9 @@
 # Usage: scripts/gpu-parts/train-ladder.sh LOGDIR (gpu-session.sh passes VLABENCH_GIT_SHA and VLABENCH_GIT_DIRTY on:
 # the device copy's .git may be stale, docs/measuring.md, "Provenance").
 # What the H200 sessions taught (docs/history/training-runs.md, run then as docs/history/scripts/h200-train-ladder.sh):
-#   - the wheels and the assets exceed one call's 64 MiB: carry .whl and .gl in a first short call that installs
-#     them into /tmp/site (scripts/device-setup.sh), then .whl2 (robosuite, libero, the assets) in the call that
-#     starts this job (WHEELS=.whl2); a later call that does not carry .whl2 removes it there, hence the copy of the
+#   - the wheels and the assets exceed one call's 64 MiB: carry .whlt (PyAV, torchao) in a first short call that
+#     installs it into /tmp/site (scripts/device-setup.sh), then .whl, .gl and .whl2 (robosuite, libero, the assets)
+#     in the call that starts this job (WHEELS=.whl2); a later call that does not carry .whl2 removes it there, hence the copy of the
 #     assets (gpu-session.sh makes it at its start) and the start and a first poll in one call;
 #   - issue the polls at once, one after the other (the machine goes back 30 s after a call); never `pkill -f` a
 #     pattern that the call's own command line contains (it kills the call): write `pkill -f "[p]ython3 -m harness"`.
@@ -38,7 +38,7 @@
 #   - (2026-12-02, seventh run) a second job in the same machine finds the assets archive in place; ASSETS pointing
 #     at it made `cp` refuse and the job exit before its first line (400 s of device time lost): an archive in place
 #     is now taken as it is.
-# Needs the wheels of `TRAIN=1 scripts/fetch-sim-wheels.sh` (.whl, .gl, then .whl2), installed in /tmp/site by
+# Needs the wheels of `TRAIN=1 scripts/fetch-sim-wheels.sh` (.whlt, then .whl, .gl and .whl2), installed in /tmp/site by
 # scripts/device-setup.sh, and the LIBERO assets archive in $ASSETS (default: .whl2's).
 set -uo pipefail
 logs=${1:-/tmp/tl-logs}
@@ -60,7 +60,7 @@ fi
 tree=${JOB_TREE:-/tmp/tl-tree}
 if [ "$PWD" != "$tree" ]; then
   mkdir -p "$tree"
-  tar cf - --exclude=./.whl --exclude=./.whl2 --exclude=./.gl --exclude=./.isaac --exclude=./runs . | tar xf - -C "$tree"
+  tar cf - --exclude=./.whl --exclude=./.whl2 --exclude=./.whlt --exclude=./.gl --exclude=./.isaac --exclude=./runs . | tar xf - -C "$tree"
   cd "$tree" || exit 1
 fi
 scenario=scenarios/pi05-libero-train.yaml
