@@ -20,7 +20,7 @@ from harness.spec import scenario_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO_CASES = 120  # per scenario file: 360 scenarios
-RESULT_CASES = 30  # per result file, each shown and gated: 240 commands; all of it about half a minute on 2 cores
+RESULT_CASES = 30  # per result file, each shown and gated: 300 commands; all of it about half a minute on 2 cores
 
 ODD_VALUES = [
     None,
@@ -102,7 +102,13 @@ def test_mutated_scenarios_load_or_are_refused_in_one_line(tmp_path, scenario):
 
 @pytest.mark.parametrize(
     "result",
-    ["h200/pi05-loongforge.json", "h100/pi05-beyond.json", "h200/gr00t-loongforge.json", "cpu/libero-expert-ci.json"],
+    [
+        "h200/pi05-loongforge.json",
+        "h100/pi05-beyond.json",
+        "h200/gr00t-loongforge.json",
+        "cpu/libero-expert-ci.json",
+        "h100/ab/gr00t-loongforge-community-slow10-c5ac1d7/ab.json",  # an A/B: a kind with a schema of its own
+    ],
 )
 def test_mutated_results_show_and_gate_in_one_line(tmp_path, capsys, result):
     """`show` and `gate` of a mutated copy exit 0-3 (2: refused in one line), never 4 (an internal failure with a

@@ -33,6 +33,18 @@ class AbRun:
 
 
 @dataclass(frozen=True)
+class AbSide:
+    """One side: a git ref resolved to a commit of a repository, or a directory (harness/judge/ab.py Side.as_dict)."""
+
+    __open_schema__ = True
+    spec: str
+    env: dict[str, str]
+    commit: str | None = None
+    repo: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
 class AbRatio:
     __open_schema__ = True
     value: Rate
@@ -69,8 +81,8 @@ class AbFile:
     pairs_requested: Annotated[int, AT_LEAST_ONE]
     tolerance: Annotated[float, Bounds(0, 1)]
     confidence: Annotated[float, Bounds(0, 0.9999, open_low=True)]
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: AbSide
+    b: AbSide
     runs: Annotated[tuple[AbRun, ...], Expect("a list of run records")]
     verdicts: Annotated[tuple[AbVerdict, ...], Expect("a list of verdict records")]
     exit_code: Literal[0, 1, 2, 3]
@@ -99,11 +111,11 @@ def _check_verdict(i: int, v: dict, tolerance: float, confidence: float) -> None
         if not _close(r, rb / ra):
             raise SchemaError(f"{key}.ratios[{j}]", f"B/A of the pair's rates ({rb / ra:.6g})", f"{r:.6g}")
     if not a:  # a verdict from the runs' status (an error in B, a rung A could not run): no rates to derive it from
-        if v["ratio"] is not None:
+        if v.get("ratio") is not None:
             raise SchemaError(f"{key}.ratio", "null without rates", "an interval")
         return
     interval = paired_ratio(list(ratios), confidence)
-    stored = v["ratio"]
+    stored = v.get("ratio")
     if (interval is None) != (stored is None) or (
         interval is not None and not all(_close(getattr(interval, f), stored[f]) for f in ("value", "low", "high"))
     ):
