@@ -36,7 +36,7 @@ def replaced(path: str, change) -> list[tuple[str, dict]]:
 def test_the_h100_floor_shares_are_read_from_the_committed_result_and_move_with_it():
     bf16 = goal("h100", "pi05-beyond's best bf16")
     word, reading = verdict(bf16)
-    assert word == "**not met**" and reading.text == "80% (skip-prefix-tail)" and 0.80 <= reading.value < 0.81
+    assert word == "not met" and reading.text == "80% (skip-prefix-tail)" and 0.80 <= reading.value < 0.81
 
     def faster(result):  # skip-prefix-tail at 86% of the run's bf16 floor
         rung = next(r for r in result["rungs"] if r["name"] == "skip-prefix-tail")
@@ -46,14 +46,14 @@ def test_the_h100_floor_shares_are_read_from_the_committed_result_and_move_with_
     assert (word, reading.text) == ("met", "86% (skip-prefix-tail)")
     # the FP8 goal reads the FP8 rungs against the FP8 floor, whatever the bf16 rungs do
     word, reading = verdict(goal("h100", "pi05-beyond's best FP8"), replaced("results/h100/pi05-beyond.json", faster))
-    assert (word, reading.text) == ("**not met**", "64% (fp8-triton-vision-mlp)")
+    assert (word, reading.text) == ("not met", "64% (fp8-triton-vision-mlp)")
 
 
 def test_a_speedup_goal_shows_the_reference_rung_s_data_wait():
     word, reading = verdict(goal("h100", "gr00t-loongforge's best rung"))
     assert word == "met" and reading.text.startswith("2.81x (graphed-optimizer; community waited ")
     word, reading = verdict(goal("h200", "two H200s"))
-    assert word == "**not met**" and reading.text.startswith("1.81x (cuda-graphs;")
+    assert word == "not met" and reading.text.startswith("1.81x (cuda-graphs;")
 
 
 def test_published_verdicts_need_their_repeats():
@@ -66,7 +66,7 @@ def test_published_verdicts_need_their_repeats():
             rung.pop("repeats", None)
 
     word, reading = verdict(g, replaced("results/h100/pi05-loongforge.json", one_run))
-    assert word == "**not met**" and reading.value == 1
+    assert word == "not met" and reading.value == 1
 
 
 def test_an_oom_row_fails_the_h100_goal_and_a_missing_result_is_not_measured():
@@ -84,7 +84,7 @@ def test_an_oom_row_fails_the_h100_goal_and_a_missing_result_is_not_measured():
     failed = hardware.failed_rows([*only, ("x.json", broken)], scenarios)
     assert failed["h100"] == 1
     word, reading = verdict(goal("h100", "every rung runs"), failed=failed)
-    assert (word, reading.text) == ("**not met**", "1 failed rows")
+    assert (word, reading.text) == ("not met", "1 failed rows")
     g = goal("h200", "pi05-beyond's best bf16")
     word, reading = verdict(g, [(p, r) for p, r in RESULTS if p != "results/h200/pi05-beyond.json"])
     assert (word, reading.text) == ("not measured", "no results/h200/pi05-beyond.json")

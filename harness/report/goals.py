@@ -155,7 +155,7 @@ def met(goal: Goal, reading: Reading) -> str:
     if reading.value is None:
         return "not measured"
     ok = reading.value <= goal.bar if goal.measure == "failed_rows" else reading.value >= goal.bar
-    return "met" if ok else "**not met**"
+    return "met" if ok else "not met"
 
 
 def _evidence(goal: Goal, results: list[tuple[str, dict]]) -> str:
@@ -168,27 +168,39 @@ def _evidence(goal: Goal, results: list[tuple[str, dict]]) -> str:
     return f"{Path(path).as_posix()}, {compare.commit_text(result)}"
 
 
-def goals_section(results: list[tuple[str, dict]], figures: list[Figure], failed: dict[str, int]) -> list[str]:
-    """docs/hardware.md's goals table: each goal's bar, the figure the committed result gives, met or not, the
-    result it was read from and where the analysis and next step are."""
-    rows = [
-        "| card | goal | bar | ours | verdict | read from | analysis, next step |",
-        "|---|---|---|---|---|---|---|",
-    ]
+HEADERS = ["card", "goal", "bar", "ours", "verdict", "read from", "analysis, next step"]
+INTRO = (
+    "The bars this project holds each card's committed results to, and what the recorded baselines give "
+    "(harness/report/goals.py writes only the bars; the figures are read from the results each time this page is "
+    "written). Where a goal is not met, the linked section has the profile and the next step."
+)
+
+
+def goal_rows(results: list[tuple[str, dict]], figures: list[Figure], failed: dict[str, int]) -> list[list[str]]:
+    """A row per goal (HEADERS): its bar, the figure the committed result gives, met or not, the result it was read
+    from and the docs/ page (#section) with the analysis and next step."""
+    rows = []
     for goal in GOALS:
         reading = read_goal(goal, results, figures, failed)
-        link = f"[{goal.analysis.split('#')[0]}]({goal.analysis})" if goal.analysis else "-"
         rows.append(
-            f"| {goal.card} | {goal.what} | {_bar(goal)} | {reading.text} | {met(goal, reading)} | "
-            f"{_evidence(goal, results)} | {link} |"
+            [
+                goal.card,
+                goal.what,
+                _bar(goal),
+                reading.text,
+                met(goal, reading),
+                _evidence(goal, results),
+                goal.analysis,
+            ]
         )
-    return [
-        "## Goals per card",
-        "",
-        "The bars this project holds each card's committed results to, and what the recorded baselines give "
-        "(harness/report/goals.py writes only the bars; the figures are read from the results each time this page "
-        "is written). Where a goal is not met, the linked section has the profile and the next step.",
-        "",
-        *rows,
-        "",
-    ]
+    return rows
+
+
+def goals_section(results: list[tuple[str, dict]], figures: list[Figure], failed: dict[str, int]) -> list[str]:
+    """docs/hardware.md's goals table (markdown): the rows of goal_rows, a verdict short of its bar in bold."""
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for *cells, verdict, evidence, analysis in goal_rows(results, figures, failed):
+        link = f"[{analysis.split('#')[0]}]({analysis})" if analysis else "-"
+        shown = "**not met**" if verdict == "not met" else verdict
+        lines.append("| " + " | ".join([*cells, shown, evidence, link]) + " |")
+    return ["## Goals per card", "", INTRO, "", *lines, ""]

@@ -1,6 +1,7 @@
 """`vlabench site OUT/`: a static results site of the committed results, plain HTML and PNG files.
 
-index.html is a matrix of scenarios x cards (targets), each cell linking to its scenario's page. A scenario page
+index.html is a matrix of scenarios x cards (targets), each cell linking to its scenario's page, and the goals per card
+(harness/report/goals.py, as docs/hardware.md shows them). A scenario page
 holds the per-card table and the published figures' verdicts per card (harness/judge/compare.py, as
 `vlabench compare --per-card`), then per card each ladder result's waterfall (harness/report/figures.py), its
 ladder table and each rung's history over the committed results of that scenario and card (results/<target>/ and
@@ -16,14 +17,19 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
 from ..judge import compare
 from ..judge.published import load_published
 from ..outputs import check_out_dir
+from ..scenario import load_scenario
 from .figures import loss_curves, waterfall
+from .goals import HEADERS as GOALS_HEADERS
+from .goals import INTRO as GOALS_INTRO
+from .goals import goal_rows
+from .hardware import failed_rows
 from .readme import _results, _trained, every_ladder
 from .report import figure_stem, provenance_line, result_table
 
@@ -42,6 +48,7 @@ class SiteData:
     trained: list[tuple[str, dict]]  # results/<target>/evidence/<run>/train-ladder.json
     ladders: list[tuple[str, dict]]  # every ladder result under results/<target>/ (history/, evidence/ too)
     figures: list  # the published figures
+    scenarios: list = field(default_factory=list)  # scenarios/*.yaml, for the goals' failed rows
 
 
 def esc(value) -> str:
@@ -69,7 +76,9 @@ def page(title: str, body: str) -> str:
 
 def load_site_data(repo: Path) -> SiteData:
     """The committed results as `vlabench readme` reads them, and every ladder result under results/<target>/."""
-    return SiteData(_results(repo), _trained(repo), every_ladder(repo), load_published(repo / "results" / "published"))
+    scenarios = [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
+    published = load_published(repo / "results" / "published")
+    return SiteData(_results(repo), _trained(repo), every_ladder(repo), published, scenarios)
 
 
 def _same_ladder(a: dict, b: dict) -> bool:
@@ -130,11 +139,14 @@ def index_page(data: SiteData) -> str:
         for s, cols in grouped.items()
     )
     trained = f'<p><a href="trained.html">Trained policies</a>: {len(data.trained)} train-ladder results.</p>'
+    failed = failed_rows(data.ladders, data.scenarios)
+    bars = [[*row[:-1], f"docs/{row[-1]}" if row[-1] else "-"] for row in goal_rows(data.results, data.figures, failed)]
+    goals = f"<h2>Goals per card</h2>\n<p>{esc(GOALS_INTRO)}</p>\n{html_table(GOALS_HEADERS, bars)}"
     return page(
         "vlabench results",
         "<p>Scenarios (rows) measured on each card (columns): a cell links to the scenario's per-card table, "
         "its waterfalls and its rungs' history. Speedups are over each card's own first rung.</p>\n"
-        f"<table>\n<thead>{head}</thead>\n<tbody>\n{rows}\n</tbody>\n</table>\n{trained}\n",
+        f"<table>\n<thead>{head}</thead>\n<tbody>\n{rows}\n</tbody>\n</table>\n{trained}\n{goals}",
     )
 
 
