@@ -79,8 +79,7 @@ def run_ab(args) -> int:
 
     with signals_as_interrupt(), checked_out(sides):
         for side in sides:
-            extra = " with " + " ".join(f"{k}={v}" for k, v in side.env.items()) if side.env else ""
-            print(f"{side.label}: {side.describe()}{extra}", file=stream)
+            print(side.line(), file=stream)
         print(f"{cfg.name} on {cfg.target}, rungs {', '.join(cfg.rungs)}: {cfg.pairs} pairs", file=stream)
         print(pin_line(cfg), file=stream)
         cfg.out.mkdir(parents=True, exist_ok=True)  # only once both sides are checked out: a refusal writes nothing

@@ -58,9 +58,22 @@ class Side:
             return f"{self.spec} at {self.commit[:12]} of {self.repo}"
         return f"the tree at {self.tree}"
 
+    def line(self) -> str:
+        """`A: ...` as `vlabench ab` prints it, and `vlabench show` prints it again from ab.json."""
+        extra = " with " + " ".join(f"{k}={v}" for k, v in self.env.items()) if self.env else ""
+        return f"{self.label}: {self.describe()}{extra}"
+
     def as_dict(self) -> dict:
         where = {"commit": self.commit, "repo": str(self.repo)} if self.commit else {"path": str(self.tree)}
         return {"spec": self.spec, **where, "env": self.env}
+
+    @classmethod
+    def from_dict(cls, label: str, d: dict) -> Side:
+        """A side as ab.json holds it (as_dict)."""
+        repo, tree = d.get("repo"), d.get("path")
+        return cls(
+            label, d["spec"], d["env"], Path(repo) if repo else None, d.get("commit"), Path(tree) if tree else None
+        )
 
 
 @dataclass
@@ -444,18 +457,12 @@ def verdict_from_dict(v: dict) -> Verdict:
 
 def ab_table_of_file(doc: dict, fmt: str = "simple") -> str:
     """What `vlabench ab` printed at its end, from its ab.json (`vlabench show`): the sides, the verdicts, the summary."""
-
-    def side(s: dict) -> str:
-        where = f"{s['spec']} at {s['commit'][:12]}" if s.get("commit") else f"the tree at {s.get('path')}"
-        env = " with " + " ".join(f"{k}={v}" for k, v in s["env"].items()) if s.get("env") else ""
-        return where + env
-
     pairs = max((r["pair"] for r in doc["runs"]), default=0)
     lines = [
         f"A/B of {Path(doc['scenario']).stem} on {doc['target']}, {pairs} pair{'s' if pairs != 1 else ''}"
         + (f" ({doc['created_at']})" if doc.get("created_at") else ""),
-        f"A: {side(doc['a'])}",
-        f"B: {side(doc['b'])}",
+        Side.from_dict("A", doc["a"]).line(),
+        Side.from_dict("B", doc["b"]).line(),
         "",
         table([verdict_from_dict(v) for v in doc["verdicts"]], doc["confidence"], fmt),
         "",

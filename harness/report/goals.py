@@ -118,15 +118,20 @@ def _published(result: dict, path: str, goal: Goal, figures: list[Figure]) -> Re
     return Reading(fewest, "; ".join(cells))
 
 
+def _result_of(goal: Goal, results: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The (path, result) of results/<card>/<file> that a goal reads, or None."""
+    return next(((p, r) for p, r in results if r["target"]["name"] == goal.card and Path(p).name == goal.file), None)
+
+
 def read_goal(goal: Goal, results: list[tuple[str, dict]], figures: list[Figure], failed: dict[str, int]) -> Reading:
     """What the committed results give for `goal` (`failed`: each card's failed rows over its ladders)."""
     if goal.measure == "failed_rows":
         n = failed.get(goal.card)
         return Reading(None, "no ladder result") if n is None else Reading(n, f"{n} failed rows")
-    found = [(p, r) for p, r in results if r["target"]["name"] == goal.card and Path(p).name == goal.file]
-    if not found:
+    found = _result_of(goal, results)
+    if found is None:
         return Reading(None, f"no results/{goal.card}/{goal.file}")
-    path, result = found[0]
+    path, result = found
     if goal.measure == "best_floor_share":
         floor = result.get("floor")
         if not floor or "totals" not in floor:
@@ -161,10 +166,10 @@ def met(goal: Goal, reading: Reading) -> str:
 def _evidence(goal: Goal, results: list[tuple[str, dict]]) -> str:
     if goal.file is None:
         return f"every ladder result of {goal.card} (coverage above)"
-    found = [(p, r) for p, r in results if r["target"]["name"] == goal.card and Path(p).name == goal.file]
-    if not found:
+    found = _result_of(goal, results)
+    if found is None:
         return "-"
-    path, result = found[0]
+    path, result = found
     return f"{Path(path).as_posix()}, {compare.commit_text(result)}"
 
 

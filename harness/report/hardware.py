@@ -81,16 +81,26 @@ def coverage_cell(results: list[dict], ladder: list[str]) -> str:
     return ", ".join(parts)
 
 
+def single_device_ladders(ladders: list[tuple[str, dict]]) -> tuple[list[dict], list[str]]:
+    """The single-device ladder results among `ladders`, and the cards (not host targets) they were measured on."""
+    single = [r for _, r in ladders if compare.is_ladder(r) and single_device(r)]
+    return single, sorted({r["target"]["name"] for r in single} - HOST_TARGETS)
+
+
+def of_scenario_on(single: list[dict], scenario: str, card: str) -> list[dict]:
+    return [r for r in single if (r["scenario"]["name"], r["target"]["name"]) == (scenario, card)]
+
+
 def failed_rows(ladders: list[tuple[str, dict]], scenarios: list[Scenario]) -> dict[str, int]:
     """Each card's rungs that failed (out of memory, crashed, timed out) over every scenario's committed single-device
     ladder results there, counted as the coverage table counts them (a rung that ran in any result is no failure)."""
-    single = [r for _, r in ladders if compare.is_ladder(r) and single_device(r)]
+    single, cards = single_device_ladders(ladders)
     failed: dict[str, int] = {}
-    for card in sorted({r["target"]["name"] for r in single} - HOST_TARGETS):
+    for card in cards:
         failed[card] = 0
         for sc in scenarios:
             names = [r.name for r in sc.ladder]
-            mine = [r for r in single if (r["scenario"]["name"], r["target"]["name"]) == (sc.name, card)]
+            mine = of_scenario_on(single, sc.name, card)
             if names and mine and sc.lists_target(card):
                 fates = rung_fates(mine, names).values()
                 failed[card] += sum(fate not in ("ok", "unsupported") for fate in fates)
@@ -102,8 +112,7 @@ def coverage_table(ladders: list[tuple[str, dict]], scenarios: list[Scenario]) -
     over every such result of the card (the baseline, its history and the evidence: a rung measured in a run that
     is not the baseline counts); a scenario whose targets do not list a card reads "not listed", one that lists
     none of them has no row."""
-    single = [r for _, r in ladders if compare.is_ladder(r) and single_device(r)]
-    cards = sorted({r["target"]["name"] for r in single} - HOST_TARGETS)
+    single, cards = single_device_ladders(ladders)
     if not cards:
         return []
     rows = [
@@ -115,9 +124,7 @@ def coverage_table(ladders: list[tuple[str, dict]], scenarios: list[Scenario]) -
         if not names or not any(sc.lists_target(card) for card in cards):
             continue
         cells = [
-            coverage_cell([r for r in single if (r["scenario"]["name"], r["target"]["name"]) == (sc.name, card)], names)
-            if sc.lists_target(card)
-            else "not listed"
+            coverage_cell(of_scenario_on(single, sc.name, card), names) if sc.lists_target(card) else "not listed"
             for card in cards
         ]
         rungs = f"{len(names)} rung" + ("s" if len(names) != 1 else "")

@@ -104,6 +104,11 @@ def ladder_files(results_dir: Path) -> list[Path]:
     return sorted(p for p in results_dir.glob("*/**/*.json") if p.relative_to(results_dir).parts[0] != "published")
 
 
+def repo_scenarios(repo: Path) -> list:
+    """The checkout's scenarios (scenarios/*.yaml), for the coverage and goals of docs/hardware.md and the site."""
+    return [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
+
+
 def every_ladder(repo: Path) -> list[tuple[str, dict]]:
     """Every ladder result under results/<target>/, the baselines, their history and the evidence."""
     ladders = []
@@ -360,9 +365,8 @@ def update_readme(repo: Path, check: bool = False) -> list[str]:
     texts = [(page, *_rewritten(repo / page, begin, end, block)) for page, begin, end, block in pages]
     hardware = repo / HARDWARE_DOC  # a page generated whole
     old = hardware.read_text() if hardware.exists() else ""
-    scenarios = [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
     published = load_published(repo / "results" / "published")
-    texts.append((HARDWARE_DOC, old, hardware_page(results, published, scenarios, every_ladder(repo))))
+    texts.append((HARDWARE_DOC, old, hardware_page(results, published, repo_scenarios(repo), every_ladder(repo))))
     for page, old, new in texts:  # both read (and their markers found) before either is written
         if new != old:
             stale.append(page.as_posix())

@@ -24,13 +24,12 @@ from ..errors import InputError
 from ..judge import compare
 from ..judge.published import load_published
 from ..outputs import check_out_dir
-from ..scenario import load_scenario
 from .figures import loss_curves, waterfall
 from .goals import HEADERS as GOALS_HEADERS
 from .goals import INTRO as GOALS_INTRO
 from .goals import goal_rows
 from .hardware import failed_rows
-from .readme import _results, _trained, every_ladder
+from .readme import _results, _trained, every_ladder, repo_scenarios
 from .report import figure_stem, provenance_line, result_table
 
 MARKER = ".vlabench-site"  # a previous site: the files it wrote, one per line
@@ -76,9 +75,8 @@ def page(title: str, body: str) -> str:
 
 def load_site_data(repo: Path) -> SiteData:
     """The committed results as `vlabench readme` reads them, and every ladder result under results/<target>/."""
-    scenarios = [load_scenario(f) for f in sorted((repo / "scenarios").glob("*.yaml"))]
     published = load_published(repo / "results" / "published")
-    return SiteData(_results(repo), _trained(repo), every_ladder(repo), published, scenarios)
+    return SiteData(_results(repo), _trained(repo), every_ladder(repo), published, repo_scenarios(repo))
 
 
 def _same_ladder(a: dict, b: dict) -> bool:
