@@ -10,6 +10,7 @@ import torch
 
 from harness.cli import main
 from harness.data import lerobot_format as fmt
+from harness.data.fingerprint import dataset_fingerprint
 from harness.data.pipeline import BatchSource, DatasetFeed, DataSpec, LoaderOptions
 from harness.data.synthetic import synthetic_episodes
 from harness.data.writer import write_dataset
@@ -219,6 +220,7 @@ def test_ladder_on_a_dataset_records_data_wait_and_loss_parity(dataset, tmp_path
     for r in (sync, asynchronous):
         assert len(r["data_wait_s"]) == 3 and 0 <= r["data_wait_share"] < 1
         assert r["data"]["frames"] > 0 and r["processor"]["tokenizer"].startswith("stand-in")
+        assert r["data"]["content"] == dataset_fingerprint(dataset)  # what the rung read, digested
     assert asynchronous["loader"]["kind"] == "async" and sync["loader"]["kind"] == "torch"
     # the same batches, so the same losses: fp32 and the same kernels, to the last bit
     assert asynchronous["losses"] == sync["losses"] and asynchronous["loss_parity"]["pass"]

@@ -17,6 +17,7 @@ from harness.cli import main
 from harness.data import lerobot_format as fmt
 from harness.data.dataset import LeRobotV3Dataset
 from harness.data.errors import DatasetError
+from harness.data.fingerprint import dataset_fingerprint, fingerprint_difference
 from harness.data.make import stall_dumps
 from harness.data.synthetic import synthetic_episode, synthetic_episodes
 from harness.data.writer import Episode, WriteSettings, write_dataset
@@ -254,6 +255,33 @@ def same_files(a, b) -> None:
     assert any(f.suffix == ".mp4" for f in files)
     for f in files:
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_the_fingerprint_tells_the_same_data_from_other_tables_or_other_videos(written, tmp_path):
+    """The digest a training run records of its dataset (harness/data/fingerprint.py): a copy reads the same; a video's
+    byte changed leaves the tables' digest alone (the same trajectories, rendered differently); a table's changes
+    both. A file changed in place is digested again, not served from the process's cache."""
+    root = written[0]
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    first = dataset_fingerprint(root)
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert first == dataset_fingerprint(copy)
+    assert first["files"] == len(files) and first["bytes"] == sum(p.stat().st_size for p in files)
+    assert fingerprint_difference(first, dataset_fingerprint(copy)) is None
+    video = sorted((copy / "videos").rglob("*.mp4"))[0]
+    data = bytearray(video.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    video.write_bytes(bytes(data))
+    rendered = dataset_fingerprint(copy)
+    assert rendered["tables_sha256"] == first["tables_sha256"] and rendered["sha256"] != first["sha256"]
+    assert fingerprint_difference(first, rendered) == "their videos only (the same trajectories, rendered differently)"
+    table = pq.read_table(sorted((copy / "data").rglob("*.parquet"))[0])
+    pq.write_table(table.slice(1), sorted((copy / "data").rglob("*.parquet"))[0])
+    other = dataset_fingerprint(copy)
+    assert other["tables_sha256"] != first["tables_sha256"]
+    assert fingerprint_difference(first, other).startswith("their tables")
+    assert fingerprint_difference(first, None) is None and fingerprint_difference({}, first) is None
 
 
 def test_a_stalled_encoder_hands_its_episodes_back_to_the_writer(tmp_path, capsys):

@@ -11,6 +11,7 @@ import pytest
 from sim_ready import sim_unready
 
 from harness.cli import main
+from harness.data.fingerprint import dataset_fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "pi05-libero-train.yaml"
@@ -132,7 +133,8 @@ def _fake_training_and_evaluation(monkeypatch, tmp_path: Path) -> list[tuple[str
         run = {"rung": plan.rung, "steps_done": plan.steps, "steps_planned": plan.steps, "losses": [loss] * 4,
                "final_loss": loss, "samples_per_s": 10.0 if plan.rung == "community" else 30.0,
                "wall_s": 60.0 if plan.rung == "community" else 15.0, "seed": plan.seed,
-               "checkpoints": [{"step": 4, "path": str(checkpoint)}]}  # fmt: skip
+               "checkpoints": [{"step": 4, "path": str(checkpoint)}],
+               "data": {"data": {"episodes": 2, "frames": 40, "content": dataset_fingerprint(tmp_path / "ds")}}}  # fmt: skip
         result = {"kind": "train", "train": run}
         (plan.out / "train.json").write_text(json.dumps(result))
         return result
@@ -192,6 +194,24 @@ def test_seeds_train_every_rung_per_seed_in_its_folder_resume_and_judge_over_the
     trained.clear()
     assert main(_smoke(tmp_path / "from5", "--rungs", "community", "--seed", "5", "--seeds", "2")) == 0
     assert trained == [("community", 5), ("community", 6)] and (tmp_path / "from5" / "seed-6" / "community").is_dir()
+
+
+def test_a_ladder_is_not_continued_on_data_made_again_otherwise(tmp_path, monkeypatch, capsys):
+    """A device machine makes its demonstrations again in each session, at the same path: --resume on a dataset
+    whose content differs from what the trained rungs read is refused in one line, before anything trains."""
+    trained = _fake_training_and_evaluation(monkeypatch, tmp_path)
+    (tmp_path / "ds" / "data").mkdir(parents=True)
+    (tmp_path / "ds" / "data" / "file-000.parquet").write_bytes(b"the demonstrations")
+    out = tmp_path / "tl"
+    assert main(_smoke(out, "--rungs", "community", "--seeds", "1")) == 0
+    (tmp_path / "ds" / "data" / "file-000.parquet").write_bytes(b"other demonstrations")
+    trained.clear()
+    assert main(_smoke(out, "--rungs", "community", "--seeds", "2", "--resume")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "seed 0, rung community: train.data.data.content: expected the dataset at" in err, err
+    assert "differs in their tables" in err and len(err.splitlines()) == 1 and trained == []
+    (tmp_path / "ds" / "data" / "file-000.parquet").write_bytes(b"the demonstrations")  # the same bytes again
+    assert main(_smoke(out, "--rungs", "community", "--seeds", "2", "--resume")) == 0 and trained == [("community", 1)]
 
 
 def _rung(name: str, successes: int, trials: int, losses: list[float], sabotaged: bool = False) -> dict:

@@ -167,6 +167,41 @@ def test_one_result_or_another_kind_is_refused_in_one_line(tmp_path, capsys):
     assert "kind: expected a train-ladder result" in capsys.readouterr().err
 
 
+def _with_data(path: Path, **data) -> Path:
+    """The result at `path` with every rung's recorded dataset (train.data.data) changed by `data`."""
+    result = json.loads(path.read_text())
+    for rung in result["train_ladder"]["rungs"]:
+        rung["train"]["data"]["data"].update(data)
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_seeds_trained_on_other_data_are_refused_and_unfingerprinted_ones_named(tmp_path, capsys):
+    """A device machine makes its demonstrations again each session, at the same path: seeds are the same ladder
+    only if their rungs read the same data. Other episode counts, or another dataset fingerprint where both record
+    one, are refused in one line naming the rung; a run that records no fingerprint (the committed seed 0, trained
+    before vlabench recorded one) is named in a warning, its counts alone agreeing."""
+    content = {"sha256": "a" * 64, "tables_sha256": "b" * 64, "files": 9, "bytes": 1000}
+    successes = {"community": 47, "whole-step-graph": 49, "fp8": 45}
+    second = _with_data(_second_seed(tmp_path, successes), content=content)
+    third = _with_data(_second_seed(tmp_path, successes, seed=2), content=content)
+    assert main(["train-seeds", str(COMMITTED), str(second), str(third)]) == 3
+    out = capsys.readouterr().out
+    assert f"WARNING: {COMMITTED} records no fingerprint of the dataset" in out
+    assert "agree in 297 episodes and 39626 frames only" in out
+    assert main(["train-seeds", str(second), str(third)]) == 3  # both fingerprinted alike: no warning
+    assert "WARNING" not in capsys.readouterr().out
+    rendered = _with_data(third, content={**content, "sha256": "c" * 64})
+    assert main(["train-seeds", str(second), str(rendered)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "seed 2, rung community: train.data.data.content: expected the dataset of" in err
+    assert "it differs in their videos only" in err and len(err.splitlines()) == 1
+    fewer = _with_data(_second_seed(tmp_path, successes, seed=3), episodes=296)
+    assert main(["train-seeds", str(COMMITTED), str(fewer)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "seed 3, rung community: train.data.data: expected the data of" in err and "296 episodes" in err
+
+
 def _committed_seed_groups() -> list[list[tuple[str, dict]]]:
     """The committed train-ladder results (results/<target>/evidence/<run>/train-ladder.json) grouped by everything
     check_repeats asks them to share: groups whose runs differ only by seed, two seeds or more in all."""

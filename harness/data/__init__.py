@@ -2,6 +2,7 @@
 
 lerobot_format  the layout and its facts (paths, features, info.json)
 stats           per-feature statistics as LeRobot computes them
+fingerprint     the digests of what a dataset holds (recorded by training runs)
 video           MP4 encode, append and decode through PyAV
 writer          `Episode`, `write_dataset` (atomic) from any iterable of episodes
 synthetic       the synthetic episode source

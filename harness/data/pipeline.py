@@ -41,6 +41,7 @@ from models.schema import AT_LEAST_ONE, NON_NEGATIVE, Bounds, SchemaError, descr
 from models.workload import Workload
 
 from .errors import DatasetError
+from .fingerprint import dataset_fingerprint
 from .lerobot_format import LIBERO_CAMERAS
 from .memory import FramesInMemory, RowsInMemory, read_fields
 from .worker_loader import started_loader
@@ -497,6 +498,7 @@ class DatasetFeed:
                 "frames": len(self.dataset),
                 "episodes": len(self.dataset.meta.episodes),
                 "cameras": list(self.spec.cameras),
+                "content": dataset_fingerprint(self.dataset.root),
             },
             "loader": {
                 "kind": self.options.kind,

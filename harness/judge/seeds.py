@@ -25,6 +25,7 @@ from statistics import NormalDist
 from tabulate import tabulate
 
 from .. import kinds
+from ..data.fingerprint import fingerprint_difference
 from ..errors import InputError
 from ..stats.spread import t_cdf
 from .gates import FAIL, INCONCLUSIVE, PASS
@@ -153,7 +154,52 @@ def check_repeats(ladders: list[tuple[str, dict]]) -> list[str]:
         warnings.append("the scenario file differs between the results (its sha256)")
     if len({r["train_ladder"].get("dataset") for _, r in ladders}) > 1:
         warnings.append("the results trained on datasets at different paths")
-    return warnings
+    return warnings + check_same_data(ladders)
+
+
+def _trained_data(ladders: list[tuple[str, dict]]) -> list[tuple[str, str, dict]]:
+    """(result, key path, the dataset its training read: train.data.data) of every ok rung of every seed."""
+    out = []
+    for name, result in ladders:
+        for seed, rungs in seed_runs(result):
+            for rung, record in rungs.items():
+                data = _get(record, ("train", "data", "data"))
+                if isinstance(data, dict):
+                    out.append((name, f"seed {seed}, rung {rung}: train.data.data", data))
+    return out
+
+
+def check_same_data(ladders: list[tuple[str, dict]]) -> list[str]:
+    """Refuse (one line) seeds whose rungs trained on other data: other episode or frame counts, or another
+    dataset fingerprint (harness/data/fingerprint.py) where both record one; returns a warning for runs that
+    record none (trained before vlabench recorded it), which then agree by their counts alone."""
+    runs = _trained_data(ladders)
+    if not runs:
+        return []
+    first_name, first_key, first = runs[0]
+    counts = lambda d: (d.get("episodes"), d.get("frames"))  # noqa: E731
+    for name, key, data in runs[1:]:
+        if counts(data) != counts(first):
+            raise InputError(
+                name, key, f"the data of {first_name} ({first_key}: {first.get('episodes')} episodes, "
+                f"{first.get('frames')} frames)", f"{data.get('episodes')} episodes, {data.get('frames')} frames",
+            )  # fmt: skip
+    fingerprinted = [(name, key, data["content"]) for name, key, data in runs if data.get("content")]
+    for name, key, content in fingerprinted[1:]:
+        differ = fingerprint_difference(fingerprinted[0][2], content)
+        if differ:
+            raise InputError(
+                name, f"{key}.content", f"the dataset of {fingerprinted[0][0]} ({fingerprinted[0][1]}, sha256 "
+                f"{fingerprinted[0][2]['sha256'][:12]})", f"sha256 {content['sha256'][:12]}: it differs in {differ}",
+            )  # fmt: skip
+    unrecorded = sorted({name for name, _, data in runs if not data.get("content")})
+    if not unrecorded:
+        return []
+    return [
+        f"{', '.join(unrecorded)} record{'s' if len(unrecorded) == 1 else ''} no fingerprint of the dataset (trained "
+        f"before vlabench recorded one): the seeds' data agree in {first.get('episodes')} episodes and "
+        f"{first.get('frames')} frames only"
+    ]
 
 
 def _ok(records: list[dict]) -> dict[str, dict]:

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from .. import kinds
+from ..data.fingerprint import dataset_fingerprint, fingerprint_difference
 from ..errors import InputError
 from ..eval import main as eval_main  # eval_main.run_eval, looked up when called: tests stand in for it
 from ..ladder.runner import unsupported_reason, with_substitutes
@@ -219,7 +220,24 @@ def _earlier(plan: LadderPlan) -> dict[int, dict[str, dict]]:
     if missing:
         seeds = ", ".join(map(str, plan.training_seeds()))
         raise InputError(str(path), "workload.seeds", f"seeds among those of --seed/--seeds ({seeds})", str(missing))
+    _check_same_dataset(plan, path, runs)
     return {run["seed"]: {r["name"]: r for r in run["rungs"]} for run in runs}
+
+
+def _check_same_dataset(plan: LadderPlan, path, runs: list[dict]) -> None:
+    """A ladder continued on data other than its trained rungs read (the dataset made again at the same path, as a
+    device machine's session does) would judge rungs of other data against each other: refused in one line."""
+    current = dataset_fingerprint(plan.dataset)
+    for run in runs:
+        for record in run["rungs"]:
+            recorded = ((record.get("train") or {}).get("data") or {}).get("data") or {}
+            differ = fingerprint_difference(recorded.get("content"), current)
+            if differ:
+                raise InputError(
+                    str(path), f"seed {run['seed']}, rung {record.get('name')}: train.data.data.content",
+                    f"the dataset at {plan.dataset} as that rung trained on it (sha256 {recorded['content']['sha256'][:12]})",
+                    f"sha256 {current['sha256'][:12]}, which differs in {differ}: train the ladder again in a new folder",
+                )  # fmt: skip
 
 
 def _ladder_block(plan: LadderPlan, runs: dict[int, dict[str, dict]], judge: Judge) -> dict:
