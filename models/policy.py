@@ -65,6 +65,10 @@ class EvalPolicy(abc.ABC):
         """One-off set-up before the episodes (e.g. capturing graphs for every batch size); returns seconds."""
         return 0.0
 
+    def covers(self, task: dict) -> bool:
+        """Whether the policy can do the task (a scripted policy covers some); a learned policy takes every task."""
+        return True
+
     def check_tasks(self, tasks: list[dict]) -> None:
         """Refuse (raise PolicyError), in one line and before anything runs, tasks the policy cannot do (a scripted
         policy); a learned policy takes every task."""

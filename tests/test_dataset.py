@@ -546,42 +546,29 @@ def test_make_dataset_cli_writes_then_refuses_to_overwrite(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_libero_source_writes_expert_demonstrations_from_real_renders(tmp_path):
-    """`make-dataset --source libero`: one expert episode of libero_spatial task 0, rendered by MuJoCo with the
-    test assets, read back: the task's instruction, 256x256 frames of both cameras, 8-d states, 7-d actions."""
+    """`make-dataset --source libero` of two suites: one expert episode each (libero_spatial's task 0, then
+    libero_goal's first task that the expert covers, 1: the suites take turns), rendered by MuJoCo with the test
+    assets, read back: each task's instruction, 256x256 frames of both cameras, 8-d states, 7-d actions."""
     from harness.eval import sim
 
     assets = os.environ.get(sim.ASSETS_ENV)
     if sim.missing_packages() or not assets:
         pytest.skip("needs the sim extra and LIBERO assets (VLABENCH_LIBERO_ASSETS)")
     out = tmp_path / "libero"
-    assert (
-        main(
-            [
-                "make-dataset",
-                "--source",
-                "libero",
-                "--policy",
-                "expert",
-                "--tasks",
-                "0",
-                "--episodes",
-                "1",
-                "--out",
-                str(out),
-                "--assets",
-                assets,
-            ]
-        )
-        == 0
-    )
+    argv = ["make-dataset", "--source", "libero", "--policy", "expert", "--suite", "libero_spatial,libero_goal"]
+    assert main([*argv, "--episodes", "2", "--sim-workers", "2", "--out", str(out), "--assets", assets]) == 0
     data = LeRobotV3Dataset(out, action_horizon=4)
-    first, last = data[0], data[len(data) - 1]
-    assert len(data.meta.episodes) == 1 and 60 < len(data) < 220
-    assert first["task"].startswith("pick up the black bowl") and first["task"] == last["task"]
-    for camera in ("observation.images.image", "observation.images.wrist_image"):
-        assert first[camera].shape == (256, 256, 3) and first[camera].float().std() > 5  # a rendered scene
-    assert first["observation.state"].shape == (8,) and first["action"].shape == (4, 7)
-    assert not torch.equal(first["observation.state"], last["observation.state"])  # the arm moved
+    assert len(data.meta.episodes) == 2 and data.meta.tasks == [
+        "pick up the black bowl between the plate and the ramekin and place it on the plate",
+        "put the bowl on the stove",
+    ]
+    for episode in data.meta.episodes:
+        first, last = data[episode.rows[0]], data[episode.rows[1] - 1]
+        assert 40 < episode.length < 300 and first["task"] == last["task"]
+        for camera in ("observation.images.image", "observation.images.wrist_image"):
+            assert first[camera].shape == (256, 256, 3) and first[camera].float().std() > 5  # a rendered scene
+        assert first["observation.state"].shape == (8,) and first["action"].shape == (4, 7)
+        assert not torch.equal(first["observation.state"], last["observation.state"])  # the arm moved
 
 
 def test_writing_videos_leaves_the_process_scheduling_alone(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from harness.data.errors import DatasetError
 from harness.eval import sim
 from models.extras import pip_install
 from models.policy import REPLAN_STEPS, EvalPolicy
@@ -322,7 +323,8 @@ class _KillOneWorker(EvalPolicy):
 def test_episodes_start_at_the_first_trial_for_evaluations_and_demonstrations(setup, tasks):
     """`vlabench eval --first-trial K` and `make-dataset --first-trial K` plan from each task's stored state K on:
     an evaluation of the demonstrations' own states asks whether a policy fails where it was shown the way."""
-    from harness.eval.demonstrations import _plan_demonstrations
+    from harness.eval.demonstrations import plan_demonstrations
+    from harness.eval.expert import ExpertPolicy
     from harness.eval.env import read_init_states
     from harness.eval.runner import plan_episodes
 
@@ -332,10 +334,44 @@ def test_episodes_start_at_the_first_trial_for_evaluations_and_demonstrations(se
     np.testing.assert_array_equal(episodes[3].init_state, stored[21])
     with pytest.raises(ValueError, match="from state 49: libero_spatial task 0 has 50 stored initial states"):
         plan_episodes(["libero_spatial"], [0], 2, first_trial=49)
-    demos = _plan_demonstrations("libero_spatial", None, 12, 7, first_trial=20)
+    expert = ExpertPolicy()
+    demos = plan_demonstrations(["libero_spatial"], None, 12, 7, 20, expert)
     # state 20 of every task, then state 21 of the first two: never one of an evaluation's 20 states
     assert [(e.trial, e.task["index"]) for e in demos] == [(20, t) for t in range(10)] + [(21, 0), (21, 1)]
     assert all(e.demonstration for e in demos)
+    # several suites: each suite's tasks that the expert covers (libero_goal's 1, 4, 6 and 8), the suites taking
+    # turns within a trial, so that any first episodes cover the suites, then the tasks, evenly
+    demos = plan_demonstrations(["libero_spatial", "libero_goal"], None, 16, 7, 20, expert)
+    order = [(e.suite[7], e.task["index"], e.trial) for e in demos]
+    assert order[:8] == [("s", 0, 20), ("g", 1, 20), ("s", 1, 20), ("g", 4, 20), ("s", 2, 20), ("g", 6, 20),
+                         ("s", 3, 20), ("g", 8, 20)]  # fmt: skip
+    assert order[8:14] == [("s", k, 20) for k in range(4, 10)] and order[14:] == [("s", 0, 21), ("g", 1, 21)]
+    demos = plan_demonstrations(["libero_spatial", "libero_goal"], [4, 1], 4, 7, 20, expert)  # each suite's
+    assert [(e.suite[7], e.task["index"]) for e in demos] == [("s", 1), ("g", 1), ("s", 4), ("g", 4)]
+    with pytest.raises(DatasetError, match="--suite: expected suites with tasks that --policy expert covers"):
+        plan_demonstrations(["libero_90"], None, 4, 7, 20, expert)
+
+
+def test_demonstrations_reach_the_writer_in_the_plans_order():
+    """Workers finish episodes in any order; the writer gets the successful ones in the plan's order (so a dataset
+    made again from the same plan holds the same bytes), a failed one leaves no gap, and what waits behind
+    episodes that never started is handed on at the end, in order."""
+    from harness.eval.demonstrations import _InPlanOrder
+    from harness.eval.runner import EpisodeSpec
+
+    planned = [EpisodeSpec("libero_spatial", {"index": t}, 20, np.zeros(1), 10) for t in range(6)]
+    written = []
+    order = _InPlanOrder(planned, written.append)
+    key = lambda t: ("libero_spatial", t, 20)  # noqa: E731
+    order.finished(key(2), "ep2")
+    order.finished(key(1), None)  # failed: left out
+    assert written == []  # episode 0 still runs
+    order.finished(key(0), "ep0")
+    assert written == ["ep0", "ep2"]
+    order.finished(key(5), "ep5")  # episodes 3 and 4 never start (a stop), so 5 waits until the end
+    assert written == ["ep0", "ep2"]
+    order.flush()
+    assert written == ["ep0", "ep2", "ep5"]
 
 
 def test_a_crashed_worker_costs_its_episode_and_is_replaced(setup, tasks):

@@ -9,7 +9,7 @@ from ..arguments import renamed_flag
 from ..data.errors import DatasetError
 from ..data.make import DEFAULTS, check_sizes, write_episodes
 from ..outputs import check_writable
-from .eval import int_list
+from .eval import int_list, suite_list
 
 SOURCES = ("synthetic", "libero")
 
@@ -30,8 +30,10 @@ def add_make_dataset_arguments(p) -> None:
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     p.add_argument("--policy", default="expert", help="libero: the policy that demonstrates (default: expert)")
-    p.add_argument("--suite", default="libero_spatial", help="libero: the suite (default libero_spatial)")
-    p.add_argument("--tasks", help="libero: task indices, comma-separated (default: every task the policy covers)")
+    p.add_argument("--suite", default="libero_spatial", help="libero: the suite, or several comma-separated (one "
+                   "dataset of their tasks, the suites taking turns; default libero_spatial)")  # fmt: skip
+    p.add_argument("--tasks", help="libero: task indices of each suite, comma-separated (default: every task of "
+                   "each suite that the policy covers)")  # fmt: skip
     renamed_flag(
         p,
         "--sim-workers",
@@ -104,7 +106,7 @@ def cmd_make_dataset(args) -> int:
         tasks = int_list(args.tasks, "--tasks") if args.tasks else None
         episodes = libero_episodes(
             args.policy,
-            args.suite,
+            suite_list(args.suite, "--suite"),
             tasks,
             args.episodes,
             args.sim_workers,

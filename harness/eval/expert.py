@@ -685,12 +685,15 @@ class ExpertPolicy(EvalPolicy):
             out["test_sabotage"] = self.sabotage
         return out
 
+    def covers(self, task: dict) -> bool:
+        covered = COVERED.get(task["suite"], ())
+        return covered == "all" or task["name"] in covered
+
     def check_tasks(self, tasks: list[dict]) -> None:
         """Refuse, in one line (UsageError: exit status 2), the tasks the expert does not cover."""
         refused = []
         for task in {t["bddl_file"]: t for t in tasks}.values():
-            covered = COVERED.get(task["suite"], ())
-            if covered != "all" and task["name"] not in covered:
+            if not self.covers(task):
                 refused.append(f"{task['suite']} task {task['index']} ({task['language']})")
                 continue
             pick_and_places(bddl_goal(task["bddl_file"]))  # a covered task the expert cannot read is a bug
