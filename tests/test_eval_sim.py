@@ -324,8 +324,8 @@ def test_episodes_start_at_the_first_trial_for_evaluations_and_demonstrations(se
     """`vlabench eval --first-trial K` and `make-dataset --first-trial K` plan from each task's stored state K on:
     an evaluation of the demonstrations' own states asks whether a policy fails where it was shown the way."""
     from harness.eval.demonstrations import plan_demonstrations
-    from harness.eval.expert import ExpertPolicy
     from harness.eval.env import read_init_states
+    from harness.eval.expert import ExpertPolicy
     from harness.eval.runner import plan_episodes
 
     episodes = plan_episodes(["libero_spatial"], [0, 3], 2, first_trial=20)
