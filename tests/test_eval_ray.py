@@ -122,7 +122,7 @@ def test_train_ladder_evaluates_every_rung_on_the_cluster(tmp_path, monkeypatch,
     assert len(err.splitlines()) == 1 and "install vlabench[ray]" in err and not (tmp_path / "tl").exists()
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "ray" else real(name, *a))
-    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda *_: str(tmp_path / "ds"))  # not made here
     parser = argparse.ArgumentParser()
     ladder_command.add_train_ladder_arguments(parser)
     plan = ladder_command.plan_from_args(parser.parse_args(argv[1:]))

@@ -96,7 +96,7 @@ def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypa
     from harness.report.train_ladder import train_ladder_table
     from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda *_: str(tmp_path / "ds"))  # not made here
     parser = argparse.ArgumentParser()
     ladder_command.add_train_ladder_arguments(parser)
     plans = {
@@ -121,7 +121,7 @@ def _fake_training_and_evaluation(monkeypatch, tmp_path: Path) -> list[tuple[str
     from harness.eval import main as eval_main
     from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(ladder_command, "_dataset", lambda *_: str(tmp_path / "ds"))  # not made here
     monkeypatch.setattr(ladder_run, "unsupported", lambda plan, rung: None)  # fp8 "trains" on the CPU here
     trained = []
 

@@ -39,7 +39,9 @@ def _stand_ins(monkeypatch, tmp_path: Path, broken: set) -> list[tuple]:
     from harness.eval import main as eval_main
     from harness.train import ladder_run, loop
 
-    monkeypatch.setattr(ladder_command, "_dataset", lambda scenario, target: str(tmp_path / "ds"))  # not made here
+    monkeypatch.setattr(
+        ladder_command, "_dataset", lambda scenario, target, given: str(tmp_path / "ds")
+    )  # not made here
     monkeypatch.setattr(ladder_run, "unsupported", lambda plan, rung: None)  # fp8 "trains" on the CPU here
     ran = []
 
@@ -241,3 +243,57 @@ def test_two_suites_train_and_evaluate_on_the_cpu(tmp_path, monkeypatch, capsys)
     assert main(["gate", str(out / "train-ladder.json"), "--baseline", str(out / "train-ladder.json")]) == 3
     gate = capsys.readouterr().out
     assert "community libero_spatial " in gate and "community libero_object " in gate
+
+
+@pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
+def test_a_ladder_on_a_dataset_of_several_suites_is_evaluated_on_the_tasks_it_demonstrates(
+    tmp_path, monkeypatch, capsys
+):
+    """--dataset trains every rung on a dataset other than the workload's (make-dataset --suite of several suites);
+    --tasks demonstrated evaluates each suite on the tasks the dataset has demonstrations of (libero_goal's task 1
+    here, not its others), which the table's title says and --resume keeps. A suite with none, or a dataset that is
+    not one, is refused in one line before anything trains."""
+    import dataclasses
+
+    from harness.commands import train_ladder as ladder_command
+    from harness.data import lerobot_format as fmt
+    from harness.data.synthetic import synthetic_episodes
+    from harness.data.writer import write_dataset
+    from harness.eval import main as eval_main
+
+    instructions = ["pick up the black bowl between the plate and the ramekin and place it on the plate",
+                    "put the bowl on the stove"]  # libero_spatial's task 0, libero_goal's task 1  # fmt: skip
+    episodes = synthetic_episodes(2, seed=1, image_size=64, lengths=(12, 14))
+    dataset = tmp_path / "two-suites"
+    write_dataset(dataset, (dataclasses.replace(e, task=t) for e, t in zip(episodes, instructions)),
+                  fmt.libero_features(64))  # fmt: skip
+    real_dataset = ladder_command._dataset
+    ran = _stand_ins(monkeypatch, tmp_path, broken=set())
+    monkeypatch.setattr(ladder_command, "_dataset", real_dataset)
+    tasks, stand_in = {}, eval_main.run_eval
+
+    def run_eval(cfg, command, progress=None):
+        tasks[cfg.scenario["rung"], cfg.suites[0]] = cfg.tasks
+        return stand_in(cfg, command, progress)
+
+    monkeypatch.setattr(eval_main, "run_eval", run_eval)
+    argv = [a if a != SUITES else "libero_spatial,libero_goal" for a in _argv(tmp_path / "tl")]
+    argv[argv.index("--tasks") + 1] = "demonstrated"
+    assert main([*argv, "--rungs", "community", "--dataset", str(dataset)]) == 0, capsys.readouterr().err
+    assert tasks == {("community", "libero_spatial"): [0], ("community", "libero_goal"): [1]}
+    result = json.loads((tmp_path / "tl" / "train-ladder.json").read_text())
+    assert (
+        result["train_ladder"]["dataset"] == str(dataset) and result["train_ladder"]["eval"]["tasks"] == "demonstrated"
+    )
+    assert "2 trials per task (the tasks the training dataset demonstrates)" in capsys.readouterr().out
+    resumed = [a for a in argv if a not in ("--tasks", "demonstrated")]
+    assert main([*resumed, "--rungs", "community,fp8", "--dataset", str(dataset), "--resume"]) == 0
+    assert tasks[("fp8", "libero_goal")] == [1] and ran[-1] == ("eval", "fp8", 0, "libero_goal")
+    capsys.readouterr()
+    other = [a if a != "libero_spatial,libero_goal" else "libero_spatial,libero_object" for a in argv]
+    assert main([*other, "--out", str(tmp_path / "tl2"), "--dataset", str(dataset)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--tasks: expected suites with tasks that the dataset at" in err and "none of libero_object's" in err
+    assert main([*argv, "--out", str(tmp_path / "tl3"), "--dataset", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "missing" in err and "no such folder" in err and len(err.splitlines()) == 1

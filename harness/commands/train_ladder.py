@@ -20,7 +20,7 @@ from ..outputs import at_least, check_writable, file_name
 from ..report.train_ladder import train_ladder_table
 from ..results import load_result
 from ..scenario import load_scenario
-from ..train.ladder import RESULT_FILE, LadderPlan, block_recipe, train_block
+from ..train.ladder import DEMONSTRATED, RESULT_FILE, LadderPlan, block_recipe, demonstrated_tasks, train_block
 from ..train.ladder_run import run_train_ladder
 from .eval import int_list, suite_list
 from .train import _check_dataset
@@ -38,7 +38,11 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--suites", metavar="A,B", help="LIBERO suites every rung is evaluated on, comma-separated, one "
                    "success column each (default: the eval block's; with --resume, the ladder's)")  # fmt: skip
     p.add_argument("--trials", type=int, metavar="N", help="episodes per task (default: the eval block's)")
-    p.add_argument("--tasks", help="task indices, comma-separated (default: the eval block's, else all)")
+    p.add_argument("--tasks", help="task indices of each suite, comma-separated, or `demonstrated`: each suite's tasks "
+                   "that the training dataset has demonstrations of (default: the eval block's, else all; with "
+                   "--resume, the ladder's)")  # fmt: skip
+    p.add_argument("--dataset", metavar="PATH", help="train every rung on this dataset (default: the target "
+                   "workload's, made when missing; e.g. make-dataset --suite of several suites)")  # fmt: skip
     renamed_flag(p, "--sim-workers", "--eval-workers", type=int, metavar="N",
                  help="simulator worker processes of the evaluation (default: the eval block's); with --ray, the most "
                  "episodes running at once (default: one per CPU of the cluster)")  # fmt: skip
@@ -67,12 +71,21 @@ def _suites(args, settings: dict, folder: Path) -> list[str]:
     return settings["suites"]
 
 
+def _tasks(args, settings: dict, folder: Path) -> list[int] | str | None:
+    """--tasks (indices, or `demonstrated`), else those of the ladder --resume continues, else the eval block's."""
+    if args.tasks:
+        return DEMONSTRATED if args.tasks.strip() == DEMONSTRATED else int_list(args.tasks, "--tasks")
+    if args.resume:
+        earlier = load_result(folder / RESULT_FILE).get("train_ladder") or {}
+        return (earlier.get("eval") or {}).get("tasks", settings.get("tasks"))
+    return settings.get("tasks")
+
+
 def _eval_settings(scenario, args, folder: Path) -> dict:
     settings, _, _ = eval_block(scenario)
-    tasks = int_list(args.tasks, "--tasks") if args.tasks else settings.get("tasks")
     out = {
         "suites": _suites(args, settings, folder),
-        "tasks": tasks,
+        "tasks": _tasks(args, settings, folder),
         "trials": args.trials or settings.get("trials", TRIALS),
         # with --ray, the eval block's workers (local processes) give way to the cluster's CPUs
         "workers": args.sim_workers if args.ray else args.sim_workers or settings.get("workers", 1),
@@ -89,8 +102,11 @@ def _eval_settings(scenario, args, folder: Path) -> dict:
     return out
 
 
-def _dataset(scenario, target) -> str:
-    """The target workload's dataset, made first when missing and its `data.make` says how."""
+def _dataset(scenario, target, given: str | None) -> str:
+    """--dataset, else the target workload's dataset, made first when missing and its `data.make` says how."""
+    if given:
+        _check_dataset(given)
+        return given
     data = scenario.workload_for(target.name).data
     if data == "synthetic":
         raise InputError(scenario.path, "workload.data", "a dataset to train on (data: {dataset: PATH})", "synthetic")
@@ -145,13 +161,19 @@ def plan_from_args(args) -> LadderPlan:
     if args.ray:  # Ray missing, or a GPU asked of it: one line before the first rung trains
         device = check_ray(device)
     check_unlisted_target(scenario, target, scenario.workload_for(target.name))  # before the first rung builds
+    dataset = _dataset(scenario, target, args.dataset)  # made when missing: after every check of the input
+    if eval_settings["tasks"] == DEMONSTRATED:
+        for suite in eval_settings["suites"]:
+            if not demonstrated_tasks(dataset, suite):
+                raise InputError("--tasks", None, f"suites with tasks that the dataset at {dataset} demonstrates",
+                                 f"{DEMONSTRATED}: none of {suite}'s")  # fmt: skip
     return LadderPlan(
         scenario=scenario,
         target=target,
         block=block,
         rungs=rungs,
         reference=block.reference or scenario.rung_names()[0],
-        dataset=_dataset(scenario, target),  # made when missing: after every check of the input
+        dataset=dataset,
         steps=steps,
         recipe=block_recipe(block, steps),
         eval_settings=eval_settings,

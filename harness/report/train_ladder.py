@@ -14,7 +14,7 @@ from tabulate import tabulate
 from ..judge.published import PUBLISHED_DIR, load_published, success_rates_by_policy
 from ..judge.seeds import MIN_SEEDS, NOT_JUDGED, too_few
 from ..judge.train_ladder import judge_runs, ladder_runs
-from ..train.ladder import TrainBlock
+from ..train.ladder import DEMONSTRATED, TrainBlock
 from ..train.report import duration
 
 _DEFAULTS = TrainBlock(steps=1)  # the tolerances a result without them was judged with
@@ -134,7 +134,8 @@ def _title(result: dict, seeds: list[int]) -> str:
         f"{result['scenario']['name']} on {result['target']['name']}: {w.get('model_size')} model trained "
         f"{ladder['steps']} steps of batch {w.get('batch_size')} ({w.get('dtype')}, {which}, lr "
         f"{recipe.get('peak_lr')}, {recipe.get('warmup_steps')} warm-up steps, cosine to {recipe.get('decay_lr')}) "
-        f"per rung; evaluated on {', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task; against "
+        f"per rung; evaluated on {', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task"
+        f"{' (the tasks the training dataset demonstrates)' if ev.get('tasks') == DEMONSTRATED else ''}; against "
         f"{ladder['reference']}"
     )
 

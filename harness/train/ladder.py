@@ -31,6 +31,7 @@ from .convergence import DEFAULT_TOLERANCE
 from .recipe import Recipe
 
 RESULT_FILE = "train-ladder.json"
+DEMONSTRATED = "demonstrated"  # --tasks: each suite's tasks that the training dataset has demonstrations of
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,25 @@ def block_recipe(block: TrainBlock, steps: int) -> Recipe:
     values = {k: getattr(block, k) for k in ("peak_lr", "warmup_steps", "decay_lr", "ema_decay")}
     values = {k: v for k, v in values.items() if v is not None}
     return dataclasses.replace(Recipe(), decay_steps=block.decay_steps or steps, **values)
+
+
+def demonstrated_tasks(dataset: str | Path, suite: str) -> list[int]:
+    """The suite's task indices whose instruction the dataset's tasks hold (`--tasks demonstrated`: a policy trained
+    on demonstrations of some of a suite's tasks, as the scripted expert's of libero_goal, is evaluated on those)."""
+    from ..data.dataset import load_meta  # here: the reader imports pyarrow and PyAV
+    from ..eval import sim
+    from ..eval.env import suite_tasks  # here: LIBERO's benchmark tables
+
+    sim.use_libero_config()
+    shown = set(load_meta(Path(dataset)).tasks)
+    return [task.index for task in suite_tasks(suite) if task.language in shown]
+
+
+def tasks_of_suite(plan: LadderPlan, suite: str) -> list[int] | None:
+    """The task indices a rung is evaluated on in `suite`: the ladder's (the same in every suite; None: all), or
+    with `demonstrated` the suite's tasks the training dataset has demonstrations of."""
+    tasks = plan.eval_settings.get("tasks")
+    return demonstrated_tasks(plan.dataset, suite) if tasks == DEMONSTRATED else tasks
 
 
 def result_path(plan: LadderPlan) -> Path:

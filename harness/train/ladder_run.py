@@ -16,7 +16,16 @@ from ..machine.hardware import capabilities
 from ..results import ResultWriter, load_result, provenance
 from . import loop  # loop.train, looked up when called: tests stand in for it
 from .checkpoints import saved_checkpoints
-from .ladder import RESULT_FILE, LadderPlan, error_text, eval_path, missing_suites, result_path, rung_dir
+from .ladder import (
+    RESULT_FILE,
+    LadderPlan,
+    error_text,
+    eval_path,
+    missing_suites,
+    result_path,
+    rung_dir,
+    tasks_of_suite,
+)
 from .loop import RESULT_FILE as TRAIN_FILE
 from .setup import TrainPlan
 
@@ -68,7 +77,7 @@ def evaluate_rung(
     out = eval_path(plan, rung, suite, seed)
     cfg = eval_main.EvalConfig(
         suites=[suite],
-        tasks=s.get("tasks"),
+        tasks=tasks_of_suite(plan, suite),
         trials=s["trials"],
         policy=plan.scenario.model,
         checkpoint=checkpoint,
