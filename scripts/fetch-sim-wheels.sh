@@ -41,6 +41,8 @@ if [ "${TRAIN:-0}" = 1 ]; then
   rm -rf .whl2 && mkdir -p .whl2
   mv .whl/robosuite-*.whl .whl/libero-0*.whl .whl2/
   if [ -f .whl/"$(basename "$assets")" ]; then mv .whl/"$(basename "$assets")" .whl2/; fi
+  # SUITES=1: the libero_object/libero_10 archive too (EXTRA_ASSETS), for train-ladder.sh's suites part
+  if [ "${SUITES:-0}" = 1 ] && [ -f "${EXTRA_ASSETS:-}" ]; then install -m 644 "$EXTRA_ASSETS" .whl2/; fi
 fi
 if [ "${RAY:-0}" = 1 ]; then
   grep -qxF /.whl3/ .git/info/exclude || echo /.whl3/ >> .git/info/exclude

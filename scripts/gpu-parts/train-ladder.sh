@@ -14,6 +14,11 @@
 #   sabotage  the test sabotage on RUNG (runs/tl-sabotage), at BASELINE's steps, trials and seed, gated against
 #             BASELINE (default the compare's, else the goal's train-ladder; a committed result names an earlier
 #             session's);
+#   suites    the four-suite table: demonstrations of every suite the expert covers (SUITES_EPISODES, default 450)
+#             in one dataset, SUITES_RUNGS (default community, whole-step-graph) trained on it, STEPS (default
+#             2,554) each, and evaluated on each suite's demonstrated tasks, TRIALS (default 5) per task
+#             (runs/tl-suites/train-ladder.json); needs the libero_object/libero_10 assets (`SUITES=1 TRAIN=1
+#             scripts/fetch-sim-wheels.sh` puts them in .whl2);
 #   gpu-tests the GPU-only tests of the CUDA-graph code, unless DEADLINE (if given) leaves less than 150 s.
 # SEED (default the workload's) trains the goal's and the compare's rungs with that seed (runs/tl-compare-seedN).
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
@@ -53,6 +58,9 @@ if [ "$(realpath -m "$source_assets")" != "$(realpath -m "$assets")" ]; then
   cp "$source_assets" "$assets" 2>> "$logs/steps.log" || { step "no LIBERO assets at $source_assets"; exit 1; }
 fi
 [ -f "$assets" ] || { step "no LIBERO assets at $assets"; exit 1; }
+extra_assets=/tmp/libero-assets-extra.tar.xz  # libero_object's and libero_10's, for the suites part
+[ -f "${EXTRA_ASSETS:-.whl2/libero-assets-object-10-extra.tar.xz}" ] && \
+  cp "${EXTRA_ASSETS:-.whl2/libero-assets-object-10-extra.tar.xz}" "$extra_assets"
 # the job runs in a copy of the tree of its own (JOB_TREE, default /tmp/tl-tree; gpu-session.sh poll packs from
 # there): every device call copies the working tree over the repository again, and a process that imports at that
 # moment can fail (2026-12-02: an evaluation worker spawned as a call began died on "No module named
@@ -77,8 +85,10 @@ monitors=$!
 nvidia-smi --query-gpu=timestamp,clocks_event_reasons.active --format=csv -l 5 > "$logs/gpu-clock-reasons.csv" 2>&1 &
 monitors="$monitors $!"
 trap 'kill $monitors 2>/dev/null' EXIT  # the session's next parts run without them
-step "demonstrations"
-[ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
+PARTS=${PARTS:-goal,gpu-tests}
+# libero_spatial's demonstrations, for the parts that train on them (the suites part makes its own)
+if [[ ",$PARTS," =~ ,(goal|compare|sabotage), ]]; then step "demonstrations"; fi
+[[ ! ",$PARTS," =~ ,(goal|compare|sabotage), ]] || [ -f "$data/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite libero_spatial \
   --episodes "${EPISODES:-300}" --first-trial 20 --sim-workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" --assets "$assets" \
   --out "$data" > "$logs/data.log" 2>&1
 # the goal's and the sabotage's rung: RUNG (default whole-step-graph, the fastest bf16 rung measured: 10,216
@@ -153,6 +163,24 @@ t = r['train_ladder']; print(t['steps'], t['eval']['trials'], r['workload'].get(
   echo "exit $?" >> "$logs/gate-sabotage.log"
 }
 
+# the four-suite table (issue: community against the fastest bf16 rung on every suite the expert covers): the expert's
+# demonstrations of libero_spatial, libero_object, libero_goal (tasks 1, 4, 6, 8) and libero_10 (0, 1, 4-7) in one
+# dataset, every rung of SUITES_RUNGS trained on it alike and evaluated on each suite's demonstrated tasks. Needs the
+# libero_object/libero_10 assets too (EXTRA_ASSETS, default .whl2's, copied out at the job's start as the first).
+suites() {
+  local data4=runs/datasets/libero-suites-demos rungs=${SUITES_RUNGS:-community,whole-step-graph}
+  local all=libero_spatial,libero_object,libero_goal,libero_10
+  [ -f "$extra_assets" ] || { step "suites: no libero_object/libero_10 assets at $extra_assets"; return 1; }
+  step "demonstrations of $all (${SUITES_EPISODES:-450} episodes)"
+  [ -f "$data4/meta/info.json" ] || python3 -m harness make-dataset --source libero --suite "$all" \
+    --episodes "${SUITES_EPISODES:-450}" --first-trial 20 --sim-workers 16 --action-noise "${ACTION_NOISE:-0.2,0.05}" \
+    --assets "$assets:$extra_assets" --out "$data4" > "$logs/data-suites.log" 2>&1 || return 1
+  step "suites: $rungs, ${STEPS:-2554} steps each, ${TRIALS:-5} trials per demonstrated task"
+  python3 -m harness train-ladder "$scenario" --assets "$assets:$extra_assets" ${SEED:+--seed "$SEED"} \
+    --dataset "$data4" --suites "$all" --tasks demonstrated --rungs "$rungs" --steps "${STEPS:-2554}" \
+    --trials "${TRIALS:-5}" --out runs/tl-suites > "$logs/suites.log" 2>&1
+}
+
 gpu_tests() {
   if [ -n "${DEADLINE:-}" ] && [ $((DEADLINE - $(date +%s))) -lt 150 ]; then step "GPU tests left out: no time"; return; fi
   step "GPU-only tests (CUDA graphs of both families, the captured all-reduce)"
@@ -160,14 +188,14 @@ gpu_tests() {
     tests/test_distributed.py > "$logs/gpu-tests.log" 2>&1
 }
 
-PARTS=${PARTS:-goal,gpu-tests}
 for part in ${PARTS//,/ }; do
   case $part in
     goal) goal ;;
     compare) compare ;;
     sabotage) sabotage ;;
+    suites) suites ;;
     gpu-tests) gpu_tests ;;
-    *) step "unknown part: $part (goal, compare, sabotage, gpu-tests)"; exit 2 ;;
+    *) step "unknown part: $part (goal, compare, sabotage, suites, gpu-tests)"; exit 2 ;;
   esac || step "$part failed: see $logs"
 done
 step "done"
