@@ -282,6 +282,28 @@ def test_the_fingerprint_tells_the_same_data_from_other_tables_or_other_videos(w
     assert other["tables_sha256"] != first["tables_sha256"]
     assert fingerprint_difference(first, other).startswith("their tables")
     assert fingerprint_difference(first, None) is None and fingerprint_difference({}, first) is None
+    assert first["videos"] == "whole"
+
+
+def test_videos_past_the_bound_are_fingerprinted_by_their_size_and_ends(written, tmp_path, monkeypatch):
+    """A real dataset's videos can be hundreds of GB, read by every rung process: past the bound each video is
+    digested by its size and its first and last bytes, and the fingerprint says so; the tables stay whole."""
+    from harness.data import fingerprint
+
+    copy = tmp_path / "copy"
+    shutil.copytree(written[0], copy)
+    monkeypatch.setattr(fingerprint, "WHOLE_VIDEO_BYTES", 1)
+    monkeypatch.setattr(fingerprint, "END_BYTES", 64)
+    first = dataset_fingerprint(copy)
+    assert first["videos"] == "ends" and first["tables_sha256"] == dataset_fingerprint(written[0])["tables_sha256"]
+    video = sorted((copy / "videos").rglob("*.mp4"))[0]
+    data = bytearray(video.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the middle: not read past the bound
+    video.write_bytes(bytes(data))
+    assert dataset_fingerprint(copy)["sha256"] == first["sha256"]
+    data[-1] ^= 0xFF  # its last bytes: read
+    video.write_bytes(bytes(data))
+    assert dataset_fingerprint(copy)["sha256"] != first["sha256"]
 
 
 def test_a_stalled_encoder_hands_its_episodes_back_to_the_writer(tmp_path, capsys):
