@@ -134,7 +134,8 @@ def _title(result: dict, seeds: list[int]) -> str:
         f"{result['scenario']['name']} on {result['target']['name']}: {w.get('model_size')} model trained "
         f"{ladder['steps']} steps of batch {w.get('batch_size')} ({w.get('dtype')}, {which}, lr "
         f"{recipe.get('peak_lr')}, {recipe.get('warmup_steps')} warm-up steps, cosine to {recipe.get('decay_lr')}) "
-        f"per rung; evaluated on {', '.join(ev.get('suites', []))}, {ev.get('trials')} trials per task"
+        f"per rung; evaluated on {', '.join(ev.get('suites', []))}, {ev.get('trials')} "
+        f"trial{'' if ev.get('trials') == 1 else 's'} per task"
         f"{' (the tasks the training dataset demonstrates)' if ev.get('tasks') == DEMONSTRATED else ''}; against "
         f"{ladder['reference']}"
     )
