@@ -306,6 +306,33 @@ def test_videos_past_the_bound_are_fingerprinted_by_their_size_and_ends(written,
     assert dataset_fingerprint(copy)["sha256"] != first["sha256"]
 
 
+def _decode_first_frame(path: str) -> None:
+    from pathlib import Path
+
+    from harness.data.video import VideoDecoder
+
+    decoder = VideoDecoder(Path(path))
+    assert decoder.frame_at(0.0).shape == (SIZE, SIZE, 3)
+    decoder.close()
+
+
+def test_a_worker_forked_after_the_parent_decoded_decodes_too(written):
+    """DataLoader workers are forked. PyAV's converter to RGB runs on a pool of swscale slice threads by default; a
+    child forked after the parent converted a frame inherited the converter without its threads and waited for
+    them forever (av 18.1.1: tests/test_data_path.py hung a CI run). Frames are converted in the calling thread."""
+    import multiprocessing
+
+    video = str(sorted((written[0] / "videos").rglob("*.mp4"))[0])
+    _decode_first_frame(video)  # the parent converts first
+    child = multiprocessing.get_context("fork").Process(target=_decode_first_frame, args=(video,))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("a forked child hung converting a frame after its parent had converted one")
+    assert child.exitcode == 0
+
+
 def test_a_stalled_encoder_hands_its_episodes_back_to_the_writer(tmp_path, capsys):
     """An encoder process with no result in time (here at once: 1 ms) is stopped, and the writer encodes that
     episode and the rest itself: the dataset is complete, the same bytes, and stderr says what happened."""

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import DatasetError
+from .video import rgb_array
 
 ROW_GROUPS_KEPT = 8  # per process and dataset
 _CODECS = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "mjpeg"}
@@ -56,7 +57,7 @@ def decode_image(data: bytes | None, where: str, path: Path, key: str) -> np.nda
         raise DatasetError(path, key, f"a decodable image at {where}", " ".join(str(exc).split())[:120]) from None
     if not frames:
         raise DatasetError(path, key, f"a decodable image at {where}", "no frame (truncated or damaged)")
-    return frames[0].to_ndarray(format="rgb24")
+    return rgb_array(frames[0])
 
 
 class ImageRows:

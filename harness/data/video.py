@@ -199,12 +199,20 @@ class VideoDecoder:
                 f"a frame at {ts:.4f} s{_of(what)} within {self.tolerance_s} s",
                 f"the nearest at {found:.4f} s",
             )
-        image = frame.to_ndarray(format="rgb24")
+        image = rgb_array(frame)
         self._kept = (frame.pts, image)
         return image.copy()
 
     def close(self) -> None:
         self._container.close()
+
+
+def rgb_array(frame) -> np.ndarray:
+    """The frame as an RGB uint8 array [H, W, 3], converted in the calling thread. swscale's default (threads=0)
+    converts on a pool of slice threads that PyAV keeps with its converter; a DataLoader worker forked from a process
+    that converted a frame inherits that converter without the threads, and waits for them forever (av 18.1.1 hung
+    tests/test_data_path.py so). One frame is small work: a thread of its own costs more than it saves."""
+    return frame.to_ndarray(format="rgb24", threads=1)
 
 
 def _of(what: str) -> str:
