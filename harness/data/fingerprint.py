@@ -50,12 +50,12 @@ def dataset_fingerprint(root: str | Path) -> dict:
     by their size and ends); computed once per process for an unchanged folder."""
     root = Path(root)
     files = _files(root)
-    key = (str(root.resolve()), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    sizes = [p.stat().st_size for p in files]
+    key = (str(root.resolve()), tuple((str(p), size, p.stat().st_mtime_ns) for p, size in zip(files, sizes)))
     if key in _CACHE:
         return _CACHE[key]
     relative = [p.relative_to(root).as_posix() for p in files]
-    video_bytes = sum(p.stat().st_size for p, r in zip(files, relative) if _is_video(r))
-    ends_only = video_bytes > WHOLE_VIDEO_BYTES
+    ends_only = sum(size for size, name in zip(sizes, relative) if _is_video(name)) > WHOLE_VIDEO_BYTES
     whole, tables = hashlib.sha256(), hashlib.sha256()
     for path, name in zip(files, relative):
         line = f"{name}\0{_digest(path, ends_only and _is_video(name))}\n".encode()
@@ -66,7 +66,7 @@ def dataset_fingerprint(root: str | Path) -> dict:
         "sha256": whole.hexdigest(),
         "tables_sha256": tables.hexdigest(),
         "files": len(files),
-        "bytes": sum(p.stat().st_size for p in files),
+        "bytes": sum(sizes),
         "videos": "ends" if ends_only else "whole",
     }
     return _CACHE[key]

@@ -34,8 +34,8 @@ def libero_episodes(
     action_noise: float | tuple[float, float] = 0.0,
 ) -> Iterator[Episode]:
     """`count` rollouts (over the suites' tasks in turn, from their stored initial states `first_trial` on),
-    yielding the successful ones as they finish. `tasks`: indices within the one suite, or None: every task of
-    each suite that the policy covers. An evaluation of T trials per task starts at state 0, so demonstrations
+    yielding the successful ones in the plan's order. `tasks`: the task indices of each suite, or None: every task
+    of each suite that the policy covers. An evaluation of T trials per task starts at state 0, so demonstrations
     from `first_trial >= T` never share an initial state with it. `action_noise`: the deviation of the noise
     executed with the policy's arm actions, or (position, rotation) deviations (harness/eval/episode.py); the
     episodes record the policy's own."""
@@ -81,6 +81,11 @@ def plan_demonstrations(
     return planned
 
 
+def _key(record: dict) -> tuple:
+    """A finished episode's (suite, task index, trial), as the runner records them: its place in the plan."""
+    return record["suite"], record["task"], record["trial"]
+
+
 class _InPlanOrder:
     """Finished episodes handed on in the plan's order, whatever order the workers finish them in: an episode waits
     until every one planned before it has finished. So a dataset made again from the same plan (a device machine
@@ -124,12 +129,11 @@ def _successful_rollouts(
     def keep(record: dict, episode, demo: dict) -> None:  # a demonstration's frames, before `finished` sees it
         if record.get("status") == "ok" and record.get("success"):
             frames = {LIBERO_CAMERAS[0]: demo["image"], LIBERO_CAMERAS[1]: demo["wrist_image"]}
-            key = (record["suite"], record["task"], record["trial"])
-            succeeded[key] = Episode(task=episode.task["language"], frames=frames, state=demo["state"],
+            succeeded[_key(record)] = Episode(task=episode.task["language"], frames=frames, state=demo["state"],
                                      action=demo["action"])  # fmt: skip
 
     def finished(record: dict) -> None:
-        key = (record["suite"], record["task"], record["trial"])
+        key = _key(record)
         episode = succeeded.pop(key, None)
         if episode is None:
             reason = record.get("failure_reason") or "failure"

@@ -264,16 +264,19 @@ def _libero_download() -> Path:
     return found
 
 
-def use_libero_config() -> None:
-    """LIBERO's task tables readable in this process without the rest of prepare() (no renderer, no assets)."""
-    os.environ["LIBERO_CONFIG_PATH"] = str(write_libero_config())
+def use_libero_config() -> Path:
+    """LIBERO's task tables readable in this process without the rest of prepare() (no renderer, no assets);
+    returns the config folder."""
+    folder = write_libero_config()
+    os.environ["LIBERO_CONFIG_PATH"] = str(folder)
+    return folder
 
 
 def prepare(assets: str | None = None, renderer: str | None = None) -> SimSetup:
     """Set up rendering, LIBERO's config and its assets in this process (and so in workers started later)."""
     require_packages()
     backend = choose_renderer(renderer)
-    config = write_libero_config()  # as use_libero_config()
+    config = use_libero_config()
     env = {
         "MUJOCO_GL": backend,
         "PYOPENGL_PLATFORM": backend,
