@@ -100,6 +100,9 @@ assets=/tmp/libero-assets.tar.xz
 for a in ${ASSETS:-} .whl2/libero-assets-spatial-goal.tar.xz .whl/libero-assets-spatial-goal.tar.xz; do
   [ -f "$a" ] && { [ "$a" -ef "$assets" ] || cp "$a" "$assets"; break; }
 done
+# and the libero_object/libero_10 archive, for train-ladder's suites part (the tree copy below has no .whl2)
+extra=${EXTRA_ASSETS:-.whl2/libero-assets-object-10-extra.tar.xz}
+[ -f "$extra" ] && { [ "$extra" -ef /tmp/libero-assets-extra.tar.xz ] || cp "$extra" /tmp/libero-assets-extra.tar.xz; }
 # The parts run in a copy of the tree of their own ($WORK/tree, made afresh by each start): every device call copies
 # the working tree over the repository again, and a rung process importing at that moment fails (2026-12-07, on the
 # H100: pi05-ascend's community rung, "No module named 'models.siglip'", as a poll call began). Its harness and

@@ -227,3 +227,21 @@ def test_a_mugs_rim_leaves_out_its_handle():
     scene["robot_base"] = np.array([-0.5, 0.0, 0.0])
     point, line, _ = rim_grasp(scene, "porcelain_mug_1", np.array([0.0, 0.3, 0.05]), [])
     assert np.linalg.norm(point[:2]) == pytest.approx(0.045) and point[0] < 0.03  # not at the handle
+
+
+def test_after_giving_up_on_an_object_the_next_approach_crosses_at_the_height_it_left():
+    """Four missed grasps give the object up (retreat, then the goal's next pick and place, as libero_10's two-object
+    tasks do now and then); the next object's approach crosses at the retreat's height, as after a placement (it
+    raised AttributeError: no placement had set that height; 2026-12-07, a dataset of 360 demonstrations lost at 320)."""
+    episode = Episode(
+        [["in", "alphabet_soup_1", "basket_1_contain_region"], ["in", "cream_cheese_1", "basket_1_contain_region"]]
+    )
+    episode.finger_line = np.array([0.0, 1.0, 0.0])
+    episode.grasp = np.array([0.1, 0.0, 0.9])
+    for _ in range(4):
+        episode._retry(_state())
+    assert episode.phase == "retreat" and episode.travel_z == pytest.approx(1.08)
+    assert episode.next_step() and episode.obj == "cream_cheese_1"
+    episode.phase, episode.grasp, episode.hover_z, episode.ready = "approach", np.array([0.3, 0.0, 0.9]), 0.95, OPEN
+    action = episode._grasp_phases(_state())
+    assert action[0] > 0 and action[2] > 0  # across towards the grasp, and up to 1.08 (above the hover height)

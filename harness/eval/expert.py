@@ -404,6 +404,7 @@ class Episode:
         self.trace: collections.deque = collections.deque(maxlen=4)  # recent grip positions: stalls
         self.grip = OPEN  # the gripper's command level, as robosuite integrates it (the wait steps open it)
         self.finger_line = None
+        self.travel_z = -math.inf  # the height the next approach crosses at: set on leaving an object
         self.index = -1
         self.next_step()
 
@@ -547,6 +548,7 @@ class Episode:
         self.retries += 1
         self.failed.append(self.grasp)
         self.retreat = np.array(state["eef_pos"]) + [0.0, 0.0, 0.08]
+        self.travel_z = self.retreat[2]  # given up after the fourth miss: the next object's approach crosses here
         self.goto("plan" if self.retries <= 3 else "retreat")
         return self.move(state, np.array(state["eef_pos"]) + [0.0, 0.0, 0.02], OPEN)
 
