@@ -2,9 +2,9 @@
 """Mutation test of the speed gate's rule: does every clause have a fast test that notices it changed?
 
 Each mutant below negates, drops or shifts one `if`/comparison of the verdict logic (harness/judge/gates.py, the
-one slowdown rule in harness/stats/spread.py, compare.py's parity checks, the parity recomputed on load). For each,
-the repository's harness/, models/ and tests/ are copied to a temporary folder, the one change is made there (the
-original text must occur exactly once), and the fast gate tests run against the copy:
+one slowdown rule in harness/stats/spread.py, `vlabench ab`'s rate rule, compare.py's parity checks, the parity
+recomputed on load). For each, the repository's harness/, models/ and tests/ are copied to a temporary folder, the
+one change is made there (the original text must occur exactly once), and the fast gate tests run against the copy:
 
     python scripts/gate_mutants.py [--only NAME,...] [--keep-going]
 
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/test_gate_mutants.py", "tests/test_gates.py", "tests/test_compare.py"]
 GATES, SPREAD, COMPARE = "harness/judge/gates.py", "harness/stats/spread.py", "harness/judge/compare.py"
-CHECKS = "harness/stats/result_checks.py"
+CHECKS, AB = "harness/stats/result_checks.py", "harness/judge/ab.py"
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,16 @@ MUTANTS = (
         "if True:",
     ),
     Mutant("success: drop <= tol -> <", GATES, "if recorded - rate <= tol:", "if recorded - rate < tol:"),
+    # vlabench ab's rate rule (rule 2): a pass needs its interval within twice the tolerance
+    Mutant("ab: pass beyond twice the tolerance", AB, "elif rule >= 2 and r.low < 1 - 2 * tolerance:", "elif False:"),
+    Mutant("ab: twice the tolerance -> once", AB, "and r.low < 1 - 2 * tolerance:", "and r.low < 1 - tolerance:"),
+    Mutant(
+        "ab: twice the tolerance -> three times",
+        AB,
+        "and r.low < 1 - 2 * tolerance:",
+        "and r.low < 1 - 3 * tolerance:",
+    ),
+    Mutant("ab: the file's rule ignored", AB, "elif rule >= 2 and r.low", "elif r.low"),
     # published figures: parity on every rung of the span (compare.py)
     Mutant(
         "compare: parity on the to-rung only",

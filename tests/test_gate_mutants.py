@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_gates import STEPS, by_check, probe, result, rung, scaled
 
+from harness.judge import ab
 from harness.judge.gates import (
     DEFAULT_PROCESS_SPREAD,
     FAIL,
@@ -49,6 +50,23 @@ def throughput(cur_rung: dict, base_rung: dict):
 )
 def test_the_rule_at_its_boundaries(value, low, high, expected):
     assert slowdown(Ratio(value, low, high, "steps"), 0.05) == expected
+
+
+@pytest.mark.parametrize(
+    "low, rule, expected",
+    [
+        (0.90, 2, ab.PASS),  # exactly twice the tolerance below 1: ruled out, a pass
+        (0.93, 2, ab.PASS),  # beyond the tolerance, within twice it: a pass that says what it cannot rule out
+        (0.899, 2, ab.INCONCLUSIVE),  # beyond twice the tolerance: not a pass
+        (0.87, 2, ab.INCONCLUSIVE),
+        (0.899, 1, ab.PASS),  # a file decided by rule 1 keeps its pass
+    ],
+)
+def test_an_ab_pass_needs_its_interval_within_twice_the_tolerance(low, rule, expected):
+    """`vlabench ab`'s rate rule (harness/judge/ab.py rate_verdict) around a point estimate within the 5% tolerance."""
+    ratios = [0.95, 0.98, 1.01]
+    verdict = ab.Verdict("r", "", "", 3, [1.0] * 3, ratios, Ratio(0.98, low, 1.03, "pairs", 2))
+    assert ab.rate_verdict(verdict, ratios, 0.05, 0.95, rule).verdict == expected
 
 
 # ---- the default path: the spread between processes -------------------------------------------------------------

@@ -375,6 +375,19 @@ def test_an_ab_file_its_figures_do_not_give_is_refused(tmp_path, capsys, edit, w
     one_line_exit_2(capsys, ["show", write(tmp_path, "ab.json", data)], *words)
 
 
+ASYNC_AB = ROOT / "results/h200/ab/gr00t-loongforge-async-input-slow10-85e54a7/ab.json"  # rule 1: a pass, 0.898 low
+
+
+def test_an_ab_file_is_judged_by_the_rule_it_was_decided_by(tmp_path, capsys):
+    """A file written before the rule's version 2 (no `rule`) keeps its pass on load; the same figures marked as
+    decided by rule 2 must read inconclusive, and a pass there is refused as a hand edit."""
+    data = json.loads(ASYNC_AB.read_text())
+    assert "rule" not in data and data["verdicts"][0]["verdict"] == "pass"
+    assert main(["show", str(ASYNC_AB)]) == 0 and "0.956 (0.898-1.018)" in capsys.readouterr().out
+    one_line_exit_2(capsys, ["show", write(tmp_path, "ab.json", {**data, "rule": 2})], "'inconclusive'", "rule (2)")
+    one_line_exit_2(capsys, ["show", write(tmp_path, "ab3.json", {**data, "rule": 3})], "rule")
+
+
 def test_a_profile_with_a_busy_share_not_its_figures_is_refused(tmp_path, capsys):
     data = json.loads((ROOT / "results/h200/evidence/profiles/pi05-beyond-fp8-h200.json").read_text())
     bad = write(tmp_path, "p.json", {**data, "device_busy_share": 0.5})

@@ -4,7 +4,8 @@ Each side is a git ref (checked out with `git worktree add --detach` into a temp
 afterwards) or a directory holding a vlabench tree. Each side runs `python -m harness.cli run` from its own
 tree, one process at a time, alternating A B, B A, A B ... for N pairs, so both sides share every minute of the
 machine and neither always runs second.
-Each rung is decided from the paired throughput ratios B/A with harness/stats/spread.py's one slowdown rule.
+Each rung is decided from the paired throughput ratios B/A with harness/stats/spread.py's one slowdown rule, and a pass
+that cannot rule out twice the tolerance is inconclusive (RULE 2).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ FAIL, PASS, FASTER, INCONCLUSIVE, NOT_GATED = "FAIL", "pass", "pass (faster)", "
 EXIT_PASS, EXIT_FAIL, EXIT_UNUSABLE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 BISECT_SKIP = 125  # `git bisect run`: skip this commit (1-124 would mark it bad)
 MAX_PAIRS = 1000  # beyond this, "more pairs are unlikely to decide"
+# The version of the rate rule below, recorded in ab.json (`rule`; a file without one has rule 1), so that loading a
+# file derives its verdicts again by the rule it was decided by. Rule 1 passed on the point estimate whatever the
+# interval; rule 2 (2026-12-07) reads a pass whose interval reaches beyond twice the tolerance inconclusive: on an
+# H200 host, 5 pairs of GR00T's async-input rung with every step of B 10% longer read 0.956 (0.898-1.018), a pass.
+RULE = 2
 # where a side's tree defines `vlabench run`'s options: harness/commands/run.py, in older trees ladder/run_cli.py
 RUN_COMMAND_FILES = ("commands/run.py", "ladder/run_cli.py")
 
@@ -343,16 +349,18 @@ def status_verdict(name: str, pairs: list[tuple[Run, Run]]) -> Verdict | None:
     return None
 
 
-def pairs_to_decide(ratios: list[float], confidence: float) -> int | None:
-    """About how many more pairs would bring the interval's upper end below 1 if the mean and spread of the log
-    ratios stayed as they are; None when even MAX_PAIRS would not."""
+def pairs_to_decide(ratios: list[float], confidence: float, bound: float = 1.0) -> int | None:
+    """About how many more pairs would bring the interval clear of `bound` if the mean and spread of the log ratios
+    stayed as they are: its upper end below 1 (a slowdown decided), or with `bound` below 1 its lower end above it
+    (so much slowdown ruled out); None when even MAX_PAIRS would not."""
     logs = [math.log(r) for r in ratios]
     m, s = statistics.mean(logs), statistics.stdev(logs)
-    if m >= 0 or s == 0:
+    gap = m - math.log(bound) if bound < 1 else -m  # how far the mean is from the bound, in logs
+    if gap <= 0 or s == 0:
         return None
 
     def decides(n: int) -> bool:
-        return t_quantile(0.5 + confidence / 2, n - 1) * s / math.sqrt(n) < -m
+        return t_quantile(0.5 + confidence / 2, n - 1) * s / math.sqrt(n) < gap
 
     lo, hi = len(ratios), MAX_PAIRS  # decides(hi) must hold for the search below
     if not decides(hi):
@@ -363,22 +371,31 @@ def pairs_to_decide(ratios: list[float], confidence: float) -> int | None:
     return hi - len(ratios)
 
 
-def rate_verdict(v: Verdict, ratios: list[float], tolerance: float, confidence: float) -> Verdict:
+def _more(n: int | None) -> str:
+    return f"about {n} more pair{'s' if n > 1 else ''} might decide" if n else "more pairs are unlikely to decide"
+
+
+def rate_verdict(v: Verdict, ratios: list[float], tolerance: float, confidence: float, rule: int = RULE) -> Verdict:
+    """The verdict of the paired ratios by the rate rule of version `rule` (RULE: new A/Bs; an older file's own)."""
     tol, r = f"{tolerance * 100:g}%", v.ratio
     if r is None:
         v.verdict, v.note = INCONCLUSIVE, "one pair gives no interval: run 2 or more"
         return v
-    rule = slowdown(r, tolerance)
-    if rule == SLOWER:
+    outcome = slowdown(r, tolerance)
+    if outcome == SLOWER:
         v.verdict, v.note = FAIL, f"{1 - r.value:.1%} slower: beyond the {tol} tolerance and outside the noise"
-    elif rule == WITHIN_NOISE:
+    elif outcome == WITHIN_NOISE:
         v.verdict, v.more_pairs = INCONCLUSIVE, pairs_to_decide(ratios, confidence)
-        more = "more pairs are unlikely to decide"
-        if v.more_pairs:
-            more = f"about {v.more_pairs} more pair{'s' if v.more_pairs > 1 else ''} might decide"
+        more = _more(v.more_pairs)
         v.note = f"{1 - r.value:.1%} slower, beyond the {tol} tolerance, but the interval reaches {r.high:.3f}: {more}"
     elif r.low > 1:
         v.verdict, v.note = FASTER, f"{r.value - 1:.1%} faster: the whole interval is above 1"
+    elif rule >= 2 and r.low < 1 - 2 * tolerance:  # within the tolerance by the point estimate only
+        v.verdict, v.more_pairs = INCONCLUSIVE, pairs_to_decide(ratios, confidence, 1 - 2 * tolerance)
+        v.note = (
+            f"{r.value - 1:+.1%}, within the {tol} tolerance, but the interval reaches {1 - r.low:.1%} slower, beyond "
+            f"twice the tolerance: {_more(v.more_pairs)}"
+        )
     else:
         v.verdict, v.note = PASS, f"{r.value - 1:+.1%}: within the {tol} tolerance"
         if r.low < 1 - tolerance:  # the rule passes on the point estimate; say what the noise leaves open
@@ -483,6 +500,7 @@ def document(cfg: Config, sides: list[Side], runs: list[Run], verdicts: list[Ver
         "pairs_requested": cfg.pairs,
         "tolerance": cfg.tolerance,
         "confidence": cfg.confidence,
+        "rule": RULE,
         "pinned": None if cfg.pin_cpu is None else {"cpu": cfg.pin_cpu, "env": PIN_ENV},
         "a": sides[0].as_dict(),
         "b": sides[1].as_dict(),

@@ -2,8 +2,8 @@
 the code and each rung's verdict from the paired ratios B/A. Its file, `ab.json`, is no ResultFile: its schema is its
 own (AbFile, told apart by its `schema` value), and only `vlabench show` loads it, printing the verdict table and the
 summary line that `vlabench ab` printed when it ran. On load, each verdict's ratios, interval and word are derived
-again from its rates with the file's tolerance and confidence, and the exit code from the verdicts: a hand-edited
-verdict is refused."""
+again from its rates with the file's tolerance, confidence and rule (the rate rule's version, harness/judge/ab.py
+RULE), and the exit code from the verdicts: a hand-edited verdict is refused."""
 
 from __future__ import annotations
 
@@ -90,13 +90,14 @@ class AbFile:
     created_at: str | None = None
     command: Annotated[tuple[str, ...], Expect("a list of command-line words")] | None = None
     pinned: dict[str, Any] | None = None
+    rule: Literal[1, 2] = 1  # the rate rule's version (harness/judge/ab.py RULE); files before 2026-12-07 have none
 
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 
 
-def _check_verdict(i: int, v: dict, tolerance: float, confidence: float) -> None:
+def _check_verdict(i: int, v: dict, tolerance: float, confidence: float, rule: int) -> None:
     # here: the registry imports this module on its first lookup (docs/extending.md)
     from ..judge.ab import Verdict, rate_verdict
     from ..stats.spread import paired_ratio
@@ -125,11 +126,13 @@ def _check_verdict(i: int, v: dict, tolerance: float, confidence: float) -> None
         got = "null" if stored is None else f"{stored['value']:.6g} ({stored['low']:.6g}-{stored['high']:.6g})"
         raise SchemaError(f"{key}.ratio", f"the paired interval of its ratios, {expected}", got)
     derived = rate_verdict(
-        Verdict(v["rung"], "", "", len(a), list(a), list(b), interval), list(ratios), tolerance, confidence
+        Verdict(v["rung"], "", "", len(a), list(a), list(b), interval), list(ratios), tolerance, confidence, rule
     )
     if derived.verdict != v["verdict"]:
         raise SchemaError(
-            f"{key}.verdict", f"{derived.verdict!r}, as its ratios give at the file's tolerance", repr(v["verdict"])
+            f"{key}.verdict",
+            f"{derived.verdict!r}, as its ratios give at the file's tolerance by its rule ({rule})",
+            repr(v["verdict"]),
         )
 
 
@@ -162,7 +165,7 @@ class Ab(ResultKind):
                     f"runs[{i}].pair", f"at most the pairs requested ({data['pairs_requested']})", run["pair"]
                 )
         for i, v in enumerate(data["verdicts"]):
-            _check_verdict(i, v, data["tolerance"], data["confidence"])
+            _check_verdict(i, v, data["tolerance"], data["confidence"], data.get("rule", 1))
         code = exit_code([verdict_from_dict(v) for v in data["verdicts"]])
         if code != data["exit_code"]:
             raise SchemaError("exit_code", f"{code}, as the verdicts give", data["exit_code"])
