@@ -60,13 +60,24 @@ def _trained(repo: Path) -> list[tuple[str, dict]]:
     return [(p.relative_to(repo).as_posix(), load_result(p)) for p in train_ladder_files(repo / "results")]
 
 
+def reference_learned(result: dict) -> bool:
+    """Whether the reference rung's policy succeeded beyond the success gate's tolerance on some suite: below it the
+    gate reads every rung inconclusive, so a comparison of policies that learned nothing says nothing of success."""
+    ladder = result["train_ladder"]
+    ref = next((r for r in ladder["rungs"] if r["name"] == ladder["reference"]), None) or {}
+    suites = {k: v for k, v in (ref.get("success_rate") or {}).items() if "/" not in k}  # "suite/task" are tasks
+    return any(v["rate"] > ladder["success_tolerance"] for v in suites.values())
+
+
 def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The newest train-ladder that trained at least two rungs, none with the test sabotage: the one comparison
-    the README shows."""
+    """The newest train-ladder that trained at least two rungs, none with the test sabotage, whose reference
+    learned (reference_learned): the one comparison the README shows."""
     both = [
         (p, r)
         for p, r in trained
-        if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2 and not sabotaged_rungs(r)
+        if sum(x["status"] == "ok" for x in r["train_ladder"]["rungs"]) >= 2
+        and not sabotaged_rungs(r)
+        and reference_learned(r)
     ]
     return max(both, key=lambda x: x[1]["provenance"]["created_at"], default=None)
 
