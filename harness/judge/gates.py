@@ -526,10 +526,23 @@ def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     return own >= 1 - 2 * tolerance and ratio.high / machine.value >= 1 - tolerance
 
 
-def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
-    """What a gate of this run against another like it can resolve: the widest spread between processes its
-    rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
-    a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
+@dataclass(frozen=True)
+class WidestSpread:
+    """The widest spread between processes that a run's rungs' repeats show, and what a gate makes of it."""
+
+    name: str  # the rung's
+    widest: float  # sd of the log whole-run rate over its ok repeats
+    n: int  # its ok repeats
+    floor: float  # the backend's floor on a spread (REPEATS_SPREAD_FLOOR)
+    need: int | None  # repeats a side that find twice the tolerance (80% power); None: more than 100
+
+    @property
+    def spread(self) -> float:
+        return max(self.widest, self.floor)
+
+
+def widest_spread(result: dict, limits: Limits = Limits()) -> WidestSpread | None:
+    """The widest spread between processes of a run's rungs (None without repeats) and the repeats it needs."""
     measured = [
         (r["name"], r["process_spread"], len(ok_repeats(r)))
         for r in result["rungs"]
@@ -539,9 +552,36 @@ def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
         return None
     name, widest, n = max(measured, key=lambda m: m[1])
     floor = REPEATS_SPREAD_FLOOR.get((result.get("target") or {}).get("backend") or "cpu", 0.0)
-    spread = max(widest, floor)
+    need = repeats_to_resolve(max(widest, floor), 2 * limits.tolerance, limits.confidence)
+    return WidestSpread(name, widest, n, floor, need)
+
+
+def repeats_wanted(result: dict, most: int, limits: Limits = Limits()) -> tuple[int, str]:
+    """`vlabench run --repeats auto`: the rounds (repeats a side) that let a gate of this run against one like it
+    find twice the tolerance (80% power) at the widest spread its repeats show so far, at most `most`; the rounds
+    done where a rung's spread is past the unfit bound (a gate calls that machine unfit whatever the repeats), or
+    where no rung has repeats to measure a spread with. With why, in words."""
+    w = widest_spread(result, limits)
+    if w is None:
+        return 0, "no rung ran twice: no spread between processes to plan repeats with"
+    spread = f"the widest spread between processes is {w.widest:.1%} ({w.name}, {w.n} repeats)"
+    if w.widest > UNFIT_SPREAD:
+        return w.n, f"{spread}, beyond the gate's {UNFIT_SPREAD:.0%} bound: more repeats would not make it fit"
+    target = f"find a {2 * limits.tolerance:.0%} slowdown"
+    if w.need is not None and w.need <= most:
+        return w.need, f"{spread}: {w.need} repeats a side {target} (80% power)"
+    return most, f"{spread}: {w.need or 'over 100'} repeats a side would {target}; at most {most}"
+
+
+def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
+    """What a gate of this run against another like it can resolve: the widest spread between processes its
+    rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
+    a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
+    w = widest_spread(result, limits)
+    if w is None:
+        return None
+    name, widest, n, floor, spread, need = w.name, w.widest, w.n, w.floor, w.spread, w.need
     target = 2 * limits.tolerance
-    need = repeats_to_resolve(spread, target, limits.confidence)
     floored = f" (taken as the backend's floor of {floor:.0%})" if widest < floor else ""
     if widest > UNFIT_SPREAD:
         return (
