@@ -421,8 +421,6 @@ class ResultFile:
     workload: ResultWorkload
     rungs: Annotated[tuple[RungRecord, ...], Expect("a list of rung records")]
     nproc: Annotated[int, AT_LEAST_ONE] = 1
-    repeats: Annotated[int, AT_LEAST_ONE] | None = None  # rounds of every rung (`run --repeats`; absent: one)
-    repeats_auto: str | None = None  # `--repeats auto`: why its rounds stopped where they did
     success_rate: dict[str, SuccessEntry] | None = None
     episodes: Annotated[tuple[EpisodeRecord, ...], Expect("a list of episode records")] | None = None
     throughput: EvalThroughput | None = None

@@ -5,7 +5,6 @@ repeats and threads), then `vlabench gate B --baseline A`, N times; the verdicts
     python scripts/gate_aa_tries.py --tries 20 --condition hog --out DIR     # a busy loop on CPU 1 through every B
     python scripts/gate_aa_tries.py --tries 20 --condition slow10 --out DIR  # B's timed steps really 10% longer
     python scripts/gate_aa_tries.py --tries 10 --condition slow10 --repeats 8 --out DIR  # 8 repeats a run
-    python scripts/gate_aa_tries.py --tries 20 --condition slow10 --repeats auto --out DIR  # as many as resolve 10%
     python scripts/gate_aa_tries.py --regate --out DIR  # the same runs judged again by the gate as it is now
 
 `slow10` sets the test-only VLABENCH_TEST_SLOWDOWN=0.1 for B (a busy wait inside each timed step, harness/ladder/
@@ -44,7 +43,7 @@ def vlabench(*args: str, env: dict | None = None, pin: bool = False) -> subproce
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False, repeats: str | None = None) -> str:
+def measure(out: Path, scenario: str, env: dict | None = None, pin: bool = False, repeats: int | None = None) -> str:
     """One `vlabench run` to `out`; returns the line in which it says what a gate of it can resolve."""
     more = ["--repeats", str(repeats)] if repeats else []
     done = vlabench("run", scenario, *RUN, *more, "--out", str(out), env=env, pin=pin)
@@ -77,7 +76,7 @@ def regate(out: Path) -> int:
     return 0
 
 
-def one_try(folder: Path, condition: str, pin: bool, scenario: str, repeats: str | None = None) -> dict:
+def one_try(folder: Path, condition: str, pin: bool, scenario: str, repeats: int | None = None) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     a, b = folder / "A.json", folder / "B.json"
     resolution = {"A": measure(a, scenario, pin=pin, repeats=repeats)}
@@ -97,7 +96,7 @@ def main() -> int:
     parser.add_argument(
         "--pin", action="store_true", help="both runs on CPU 0 with one thread (taskset, OMP_NUM_THREADS=1)"
     )
-    parser.add_argument("--repeats", help="each run's repeats, N or auto (default: `vlabench run`'s own default)")
+    parser.add_argument("--repeats", type=int, help="each run's repeats (default: `vlabench run`'s own default)")
     parser.add_argument("--regate", action="store_true", help="judge the tries under --out again, running nothing")
     args = parser.parse_args()
     if args.regate:

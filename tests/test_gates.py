@@ -193,26 +193,6 @@ def test_an_inconclusive_slowdown_says_how_many_repeats_resolve_it():
     assert f"--repeats {n}" in check.note
 
 
-def _spread_result(spread: float, n: int = 3) -> dict:
-    rung = {"name": "a", "status": "ok", "process_spread": spread, "repeats": [{"status": "ok"}] * n}
-    return {"target": {"backend": "cpu"}, "rungs": [rung]}
-
-
-def test_auto_repeats_ask_for_the_rounds_that_find_twice_the_tolerance():
-    """`vlabench run --repeats auto` (harness/judge/gates.py repeats_wanted): the repeats a side that find a 10%
-    slowdown at the widest spread so far, at most the cap; the rounds done on a spread past the unfit bound."""
-    from harness.judge.gates import repeats_wanted
-
-    n, why = repeats_wanted(_spread_result(0.047), most=10)
-    assert n == repeats_to_resolve(0.047, 0.10) == 5 and "4.7% (a, 3 repeats): 5 repeats a side find a 10%" in why
-    assert repeats_wanted(_spread_result(0.01), most=10)[0] == repeats_to_resolve(0.03, 0.10)  # the CPU floor, 3%
-    n, why = repeats_wanted(_spread_result(0.095), most=10)
-    assert n == 10 and repeats_to_resolve(0.095, 0.10) > 10 and "at most 10" in why
-    n, why = repeats_wanted(_spread_result(0.129), most=10)  # past the unfit bound, as three repeats measured it
-    assert n == 10 and "12.9% (a, 3 repeats)" in why and "at most 10" in why
-    assert repeats_wanted({"target": {"backend": "cpu"}, "rungs": [{"name": "a", "status": "ok"}]}, most=10)[0] == 0
-
-
 def test_repeats_to_resolve_has_the_power_it_claims():
     """A seeded simulation of repeats_ratio: with the repeats a side that repeats_to_resolve names for a 10%
     slowdown at a 7% spread, the interval excludes no change in about 80% of draws; with half as many, far less."""

@@ -174,34 +174,6 @@ def test_repeats_run_each_rung_in_fresh_processes_in_rotated_rounds(tmp_path):
     assert main(["show", str(out)]) == 0
 
 
-def test_auto_repeats_run_the_rounds_asked_for_and_record_why(tmp_path):
-    """`--repeats auto`'s loop: after the least rounds and each one after, the rounds the result so far asks for
-    (here 4, then still 4: one more round, then the end), said and recorded with why."""
-    path = tmp_path / "s.yaml"
-    path.write_text(SCENARIO)
-    out, lines, asked = tmp_path / "r.json", [], []
-
-    def more(data):
-        asked.append(len(data["rungs"][0]["repeats"]))
-        return 4, "four rounds resolve it"
-
-    scenario = load_scenario(path)
-    run_scenario(
-        scenario, get_target("cpu"), out, ["test"], ["community"], progress=lines.append, more_repeats=more, repeats=3
-    )
-    assert asked == [3, 4]
-    assert "repeats: four rounds resolve it: 1 more round" in lines
-    assert [line.split("]")[0] for line in lines if line.startswith("[repeat")] == [
-        "[repeat 1/3, 1/1",
-        "[repeat 2/3, 1/1",
-        "[repeat 3/3, 1/1",
-        "[repeat 4/4, 1/1",
-    ]
-    result = load_result(out)
-    assert result["repeats"] == 4 and result["repeats_auto"] == "four rounds resolve it"
-    assert [r["repeat"] for r in result["rungs"][0]["repeats"]] == [0, 1, 2, 3]
-
-
 def test_after_a_run_the_output_says_what_the_figures_are_and_what_to_do_next():
     from harness.commands.run import next_steps
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..arguments import chosen_rungs, resolve_target
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, fail
-from ..judge.gates import repeats_wanted, resolution_note
+from ..judge.gates import resolution_note
 from ..ladder import runner  # runner.run_scenario, looked up when called: tests stand in for it
 from ..ladder.processes import signals_as_interrupt
 from ..machine.hardware import TARGETS
@@ -21,22 +21,6 @@ from ..scenario import load_scenario, with_dataset
 # A result meant for gating holds the spread between processes: pyperf and asv time several processes by default
 # for the same reason (docs/gates.md, "The default path").
 DEFAULT_REPEATS = 3
-# `--repeats auto`: DEFAULT_REPEATS rounds, then more while the widest spread between processes asks for them to find
-# twice the gate's tolerance (80% power), at most AUTO_MOST_REPEATS (harness/judge/gates.py repeats_wanted)
-AUTO, AUTO_MOST_REPEATS = "auto", 10
-
-
-def repeats_argument(text: str) -> int | str:
-    """`--repeats N` (a positive number of rounds) or `auto`."""
-    if text.strip().lower() == AUTO:
-        return AUTO
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise InputError("--repeats", None, f"a positive number of runs per rung, or {AUTO}", repr(text))
-    return n
 
 
 def add_run_arguments(run) -> None:
@@ -79,14 +63,13 @@ def _add_process_arguments(run) -> None:
     """How each rung runs: its repeats, its processes (torchrun) and the commit it records."""
     run.add_argument(
         "--repeats",
-        default=str(DEFAULT_REPEATS),
-        metavar="N|auto",
+        type=int,
+        default=DEFAULT_REPEATS,
+        metavar="N",
         help=f"run each rung N times (default {DEFAULT_REPEATS}), each in a fresh process, in rounds with the rung "
         "order rotated; every figure is then the median over the repeats with an interval that includes their "
         "spread, which the gate judges with (one run's steps cannot show how far processes differ: --repeats 1 "
-        f"is quicker, and a gate of two single runs only assumes that spread). auto: {DEFAULT_REPEATS} rounds, then "
-        "more while the widest spread between processes needs them for a gate to find a 10%% slowdown (80%% "
-        f"power), at most {AUTO_MOST_REPEATS}",
+        "is quicker, and a gate of two single runs only assumes that spread)",
     )
     run.add_argument(
         "--nproc",
@@ -135,8 +118,8 @@ def cmd_run(args) -> int:
     check_out_file(out, merge_flag="--append", merging=args.append, overwrite=args.overwrite)
     if args.nproc < 1:
         return fail(f"--nproc: expected a positive number of processes, got {args.nproc}")
-    repeats = repeats_argument(args.repeats)
-    more = (lambda data: repeats_wanted(data, AUTO_MOST_REPEATS)) if repeats == AUTO else None
+    if args.repeats < 1:
+        return fail(f"--repeats: expected a positive number of runs per rung, got {args.repeats}")
     with signals_as_interrupt():  # SIGTERM/SIGHUP end the rung's process group as Ctrl-C does
         result = runner.run_scenario(
             scenario,
@@ -149,9 +132,8 @@ def cmd_run(args) -> int:
             nproc=args.nproc,
             torchrun_args=torchrun_args,
             floor=args.floor,
-            repeats=DEFAULT_REPEATS if repeats == AUTO else repeats,
+            repeats=args.repeats,
             commit=commit,
-            more_repeats=more,
         )
     print()
     print(ladder_table(result))

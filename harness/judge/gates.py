@@ -526,23 +526,10 @@ def _machine_explains(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     return own >= 1 - 2 * tolerance and ratio.high / machine.value >= 1 - tolerance
 
 
-@dataclass(frozen=True)
-class WidestSpread:
-    """The widest spread between processes that a run's rungs' repeats show, and what a gate makes of it."""
-
-    name: str  # the rung's
-    widest: float  # sd of the log whole-run rate over its ok repeats
-    n: int  # its ok repeats
-    floor: float  # the backend's floor on a spread (REPEATS_SPREAD_FLOOR)
-    need: int | None  # repeats a side that find twice the tolerance (80% power); None: more than 100
-
-    @property
-    def spread(self) -> float:
-        return max(self.widest, self.floor)
-
-
-def widest_spread(result: dict, limits: Limits = Limits()) -> WidestSpread | None:
-    """The widest spread between processes of a run's rungs (None without repeats) and the repeats it needs."""
+def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
+    """What a gate of this run against another like it can resolve: the widest spread between processes its
+    rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
+    a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
     measured = [
         (r["name"], r["process_spread"], len(ok_repeats(r)))
         for r in result["rungs"]
@@ -552,35 +539,9 @@ def widest_spread(result: dict, limits: Limits = Limits()) -> WidestSpread | Non
         return None
     name, widest, n = max(measured, key=lambda m: m[1])
     floor = REPEATS_SPREAD_FLOOR.get((result.get("target") or {}).get("backend") or "cpu", 0.0)
-    need = repeats_to_resolve(max(widest, floor), 2 * limits.tolerance, limits.confidence)
-    return WidestSpread(name, widest, n, floor, need)
-
-
-def repeats_wanted(result: dict, most: int, limits: Limits = Limits()) -> tuple[int, str]:
-    """`vlabench run --repeats auto`: the rounds (repeats a side) that let a gate of this run against one like it
-    find twice the tolerance (80% power) at the widest spread its repeats show so far, at most `most` (a spread
-    past the unfit bound too: three repeats' spread is itself a rough estimate, and more of them tell a noisy
-    machine from an unlucky draw; the gate judges fitness on the spread they end with); none where no rung has
-    repeats to measure a spread with. With why, in words."""
-    w = widest_spread(result, limits)
-    if w is None:
-        return 0, "no rung ran twice: no spread between processes to plan repeats with"
-    spread = f"the widest spread between processes is {w.widest:.1%} ({w.name}, {w.n} repeats)"
-    target = f"find a {2 * limits.tolerance:.0%} slowdown"
-    if w.need is not None and w.need <= most:
-        return w.need, f"{spread}: {w.need} repeats a side {target} (80% power)"
-    return most, f"{spread}: {w.need or 'over 100'} repeats a side would {target}; at most {most}"
-
-
-def resolution_note(result: dict, limits: Limits = Limits()) -> str | None:
-    """What a gate of this run against another like it can resolve: the widest spread between processes its
-    rungs' repeats show (at least the backend's floor), the slowdown that spread lets the same number of repeats
-    a side find (80% power), and the repeats a side that find twice the tolerance. None without repeats."""
-    w = widest_spread(result, limits)
-    if w is None:
-        return None
-    name, widest, n, floor, spread, need = w.name, w.widest, w.n, w.floor, w.spread, w.need
+    spread = max(widest, floor)
     target = 2 * limits.tolerance
+    need = repeats_to_resolve(spread, target, limits.confidence)
     floored = f" (taken as the backend's floor of {floor:.0%})" if widest < floor else ""
     if widest > UNFIT_SPREAD:
         return (

@@ -210,9 +210,6 @@ class RunPlan:
     floor: bool = False
     repeats: int = 1  # fresh processes per rung, in rounds with the rung order rotated
     commit: str | None = None  # `--commit SHA`: the commit this code is, as the caller says (results.provenance)
-    # `--repeats auto`: after `repeats` rounds and each one after, the rounds the result so far wants in all (at
-    # least those done) and why; the caller (harness/commands/run.py) says what resolves a change and caps it
-    more_repeats: Callable[[dict], tuple[int, str]] | None = None
 
 
 def run_scenario(
@@ -231,25 +228,12 @@ def run_scenario(
     floor: bool = False,
     repeats: int = 1,
     commit: str | None = None,
-    more_repeats: Callable[[dict], tuple[int, str]] | None = None,
 ) -> dict:
     """Run the ladder (or the named rungs) on `target`; returns the result as written to `out_path`. With `floor`,
     the workload's kernel floor is measured first and kept in the result; with `repeats` > 1 every rung runs
-    that many times, each in a fresh process, round after round with the rung order rotated (harness/stats/repeats.py);
-    with `more_repeats`, more rounds while it asks for them (RunPlan)."""
+    that many times, each in a fresh process, round after round with the rung order rotated (harness/stats/repeats.py)."""
     plan = RunPlan(
-        command,
-        rung_names,
-        append,
-        rung_timeout_s,
-        env,
-        header_extra,
-        nproc,
-        torchrun_args,
-        floor,
-        repeats,
-        commit,
-        more_repeats,
+        command, rung_names, append, rung_timeout_s, env, header_extra, nproc, torchrun_args, floor, repeats, commit
     )
     return _Run(scenario, target, Path(out_path), plan, progress).run()
 
@@ -331,28 +315,20 @@ class _Run:
             self.writer.set("floor", floor)
         todo = [r for r in scenario.ladder if r.name in selected]
         done: dict[str, list[dict]] = {}
-        rounds, round_index = plan.repeats, 0
-        while round_index < rounds:
+        for round_index in range(plan.repeats):
             for i, rung in enumerate(rotated(todo, round_index), 1):
-                where = f"[{i}/{len(todo)}]" if rounds == 1 else f"[repeat {round_index + 1}/{rounds}, {i}/{len(todo)}]"
+                where = (
+                    f"[{i}/{len(todo)}]"
+                    if plan.repeats == 1
+                    else f"[repeat {round_index + 1}/{plan.repeats}, {i}/{len(todo)}]"
+                )
                 rec, interrupted = self.run_rung(rung, where)
                 done.setdefault(rung.name, []).append({**rec, "repeat": round_index} if plan.repeats > 1 else rec)
                 self.records[rung.name] = self.kept_or_new(self.rung_record(done[rung.name]))
                 self.commit()
                 if interrupted is not None:
                     raise interrupted
-            round_index += 1
-            if plan.more_repeats is not None and round_index == rounds:
-                rounds = self.more_rounds(rounds)
         return self.writer.data
-
-    def more_rounds(self, rounds: int) -> int:
-        """`--repeats auto`: the rounds wanted now (at least those done), said and recorded when more."""
-        wanted, why = self.plan.more_repeats(self.writer.data)
-        if wanted > rounds:
-            self.progress(f"repeats: {why}: {wanted - rounds} more round{'s' if wanted - rounds > 1 else ''}")
-        self.writer.update({"repeats": max(wanted, rounds), "repeats_auto": why})
-        return max(wanted, rounds)
 
     def rung_record(self, repeats: list[dict]) -> dict:
         if self.plan.repeats == 1:
