@@ -195,16 +195,31 @@ MUTANTS = (
         "if True:",
     ),
     Mutant("success: drop <= tol -> <", GATES, "if recorded - rate <= tol:", "if recorded - rate < tol:"),
-    # vlabench ab's rate rule (rule 2): a pass needs its interval within twice the tolerance
-    Mutant("ab: pass beyond twice the tolerance", AB, "elif rule >= 2 and r.low < 1 - 2 * tolerance:", "elif False:"),
-    Mutant("ab: twice the tolerance -> once", AB, "and r.low < 1 - 2 * tolerance:", "and r.low < 1 - tolerance:"),
+    # the twice-the-tolerance clause of the one rule (UNRESOLVED), read by the gate and by `vlabench ab` (its rule 2)
     Mutant(
-        "ab: twice the tolerance -> three times",
-        AB,
-        "and r.low < 1 - 2 * tolerance:",
-        "and r.low < 1 - 3 * tolerance:",
+        "rule: twice-the-tolerance clause dropped",
+        SPREAD,
+        "return UNRESOLVED if ratio.low < 1 - 2 * tolerance else NOT_SLOWER",
+        "return NOT_SLOWER",
     ),
-    Mutant("ab: the file's rule ignored", AB, "elif rule >= 2 and r.low", "elif r.low"),
+    Mutant("rule: twice the tolerance -> once", SPREAD, "ratio.low < 1 - 2 * tolerance", "ratio.low < 1 - tolerance"),
+    Mutant(
+        "rule: twice the tolerance -> three times",
+        SPREAD,
+        "ratio.low < 1 - 2 * tolerance",
+        "ratio.low < 1 - 3 * tolerance",
+    ),
+    Mutant("rule: low < 1-2tol -> <=", SPREAD, "ratio.low < 1 - 2 * tolerance", "ratio.low <= 1 - 2 * tolerance"),
+    Mutant(
+        "gate: unresolved passes",
+        GATES,
+        "    elif verdict == UNRESOLVED:\n        check.verdict = INCONCLUSIVE",
+        "    elif verdict == UNRESOLVED:\n        check.verdict = PASS",
+    ),
+    Mutant("ab: pass beyond twice the tolerance", AB, "elif rule >= 2 and outcome == UNRESOLVED:", "elif False:"),
+    Mutant(
+        "ab: the file's rule ignored", AB, "elif rule >= 2 and outcome == UNRESOLVED:", "elif outcome == UNRESOLVED:"
+    ),
     # published figures: parity on every rung of the span (compare.py)
     Mutant(
         "compare: parity on the to-rung only",

@@ -25,7 +25,7 @@ from harness.judge.gates import (
     success_check,
 )
 from harness.stats.repeats import combine
-from harness.stats.spread import NOT_SLOWER, SLOWER, WITHIN_NOISE, Ratio, slowdown, whole_rate
+from harness.stats.spread import NOT_SLOWER, SLOWER, UNRESOLVED, WITHIN_NOISE, Ratio, slowdown, whole_rate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +46,10 @@ def throughput(cur_rung: dict, base_rung: dict):
         (0.90, 0.85, 1.0, WITHIN_NOISE),  # an upper end at exactly no change is not below it
         (0.95, 0.90, 0.99, NOT_SLOWER),  # exactly the tolerance: passes
         (0.97, 0.93, 0.99, NOT_SLOWER),  # 3% slower, outside the noise, but within the tolerance
+        (1.00, 0.92, 1.08, NOT_SLOWER),  # the interval reaches beyond the tolerance, within twice it: passes
+        (1.00, 0.90, 1.10, NOT_SLOWER),  # exactly twice the tolerance below 1: ruled out
+        (1.00, 0.899, 1.10, UNRESOLVED),  # beyond twice the tolerance: a pass could hide a regression
+        (0.96, 0.86, 1.05, UNRESOLVED),  # within three times it, beyond twice
     ],
 )
 def test_the_rule_at_its_boundaries(value, low, high, expected):
@@ -86,6 +90,23 @@ def test_two_single_runs_are_judged_with_the_targets_default_spread():
     assert throughput(rung("a", scaled(1 / 0.92), process_spread=0.0), rung("a")).verdict == FAIL
     # a large slowdown still FAILs on the default path
     assert throughput(rung("a", scaled(1.6), process_spread=None), base).verdict == FAIL
+
+
+def test_a_pass_whose_interval_reaches_beyond_twice_the_tolerance_is_inconclusive():
+    """Two single CPU runs of the same speed: the cpu default spread widens the interval past -10% (twice the 5%
+    tolerance), so a pass could hide a regression of that size: inconclusive, naming the repeats a side that would
+    rule it out. The same pair judged with a 2% measured spread passes; exit 3, never 1."""
+    same, base = rung("a", process_spread=None), rung("a", process_spread=None)
+    report = gate(result([same]), result([base]))
+    check = by_check(report)[("a", "throughput")]
+    assert check.verdict == INCONCLUSIVE and report.exit_code == 3, check
+    assert check.change == "+0.0% [-12.9%, +14.9%]", check
+    assert "but the interval reaches 13% slower, beyond twice the tolerance, so a pass could hide" in check.note
+    assert "about 5 repeats a side resolve a 10% slowdown" in check.note and "`vlabench ab`" in check.note
+    check = throughput(rung("a", process_spread=0.02), rung("a", process_spread=0.02))
+    assert check.verdict == PASS and "beyond twice" not in check.note, check
+    # a run 3% faster whose interval still reaches beyond -10%: no pass either
+    assert throughput(rung("a", scaled(0.97), process_spread=None), base).verdict == INCONCLUSIVE
 
 
 def test_the_larger_recorded_spread_of_the_two_rungs_is_used():

@@ -32,7 +32,7 @@ from ..kinds._ab_schema import AB_SCHEMA
 from ..ladder.processes import run_group
 from ..results import ResultError, load_result
 from ..stats.batch_sizes import BatchSizes
-from ..stats.spread import SLOWER, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
+from ..stats.spread import SLOWER, UNRESOLVED, WITHIN_NOISE, Ratio, paired_ratio, slowdown, t_quantile, whole_rate
 
 SCHEMA = AB_SCHEMA  # ab.json's `schema`: its load-time checks and `vlabench show` table are harness/kinds/ab.py's
 FAIL, PASS, FASTER, INCONCLUSIVE, NOT_GATED = "FAIL", "pass", "pass (faster)", "inconclusive", "not gated"
@@ -390,7 +390,7 @@ def rate_verdict(v: Verdict, ratios: list[float], tolerance: float, confidence: 
         v.note = f"{1 - r.value:.1%} slower, beyond the {tol} tolerance, but the interval reaches {r.high:.3f}: {more}"
     elif r.low > 1:
         v.verdict, v.note = FASTER, f"{r.value - 1:.1%} faster: the whole interval is above 1"
-    elif rule >= 2 and r.low < 1 - 2 * tolerance:  # within the tolerance by the point estimate only
+    elif rule >= 2 and outcome == UNRESOLVED:  # within the tolerance by the point estimate only
         v.verdict, v.more_pairs = INCONCLUSIVE, pairs_to_decide(ratios, confidence, 1 - 2 * tolerance)
         v.note = (
             f"{r.value - 1:+.1%}, within the {tol} tolerance, but the interval reaches {1 - r.low:.1%} slower, beyond "

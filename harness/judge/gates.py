@@ -40,6 +40,7 @@ from ..stats.rates import fisher_lower_p, trials_to_detect
 from ..stats.repeats import ok_repeats
 from ..stats.spread import (
     SLOWER,
+    UNRESOLVED,
     WITHIN_NOISE,
     Ratio,
     repeats_ratio,
@@ -493,6 +494,13 @@ def _throughput_check(
             f"{1 - ratio.value / machine.value:.0%} slower: a pass here could hide a regression; run both again on "
             "a quiet machine, or `vlabench ab`"
         )
+    elif verdict == UNRESOLVED:
+        check.verdict = INCONCLUSIVE
+        check.note += (
+            f"; within {tol:.0%} by the point estimate, but the interval reaches {1 - ratio.low:.0%} slower, beyond "
+            f"twice the tolerance, so a pass could hide a regression: "
+            f"{_repeats_advice(ratio, limits.confidence, spread[0], 2 * tol)} or `vlabench ab`"
+        )
     elif ratio.low > 1:
         check.note += "; faster, outside the interval"
     return check
@@ -505,11 +513,11 @@ def _machine_hides(ratio: Ratio, machine: Ratio, tolerance: float) -> bool:
     return ratio.value / machine.value < 1 - 2 * tolerance
 
 
-def _repeats_advice(ratio: Ratio, confidence: float, single_run_spread: float) -> str:
-    """How many repeats a side would resolve a slowdown of the size seen: the spread between processes is the
-    one the interval was made with (from the repeats, or the single runs' assumed spread)."""
+def _repeats_advice(ratio: Ratio, confidence: float, single_run_spread: float, change: float | None = None) -> str:
+    """How many repeats a side would resolve a slowdown of `change` (default: the size seen): the spread between
+    processes is the one the interval was made with (from the repeats, or the single runs' assumed spread)."""
     spread = ratio.spread if ratio.spread is not None else single_run_spread
-    change = 1 - ratio.value
+    change = 1 - ratio.value if change is None else change
     n = repeats_to_resolve(spread, change, confidence) if spread > 0 else None
     if n is None:
         return "more repeats (--repeats)"

@@ -20,7 +20,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-SLOWER, WITHIN_NOISE, NOT_SLOWER = "slower", "within noise", "not slower"
+SLOWER, WITHIN_NOISE, NOT_SLOWER, UNRESOLVED = "slower", "within noise", "not slower", "unresolved"
 
 
 def whole_rate(step_times_s: list[float], samples_per_step: float) -> float:
@@ -187,10 +187,12 @@ def steps_ratio(
 
 def slowdown(ratio: Ratio, tolerance: float) -> str:
     """The one rule: SLOWER when the point estimate is slower than the tolerance allows and the interval
-    excludes no change (the upper end is below 1); WITHIN_NOISE when only the first holds."""
+    excludes no change (the upper end is below 1); WITHIN_NOISE when only the first holds; UNRESOLVED when the
+    point estimate is within the tolerance but the interval reaches beyond twice it (a pass there could hide a
+    regression of that size); NOT_SLOWER otherwise."""
     if ratio.value < 1 - tolerance:
         return SLOWER if ratio.high < 1 else WITHIN_NOISE
-    return NOT_SLOWER
+    return UNRESOLVED if ratio.low < 1 - 2 * tolerance else NOT_SLOWER
 
 
 def log_spread(values: list[float]) -> float | None:
