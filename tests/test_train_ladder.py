@@ -69,12 +69,13 @@ def test_the_scenario_trains_evaluates_and_gates_on_the_cpu(tmp_path, monkeypatc
 @pytest.mark.slow
 @pytest.mark.skipif(sim_unready() is not None, reason=str(sim_unready()))
 def test_two_seeds_train_and_evaluate_on_the_cpu(tmp_path, monkeypatch, capsys, cpu_workdir):
-    """train-ladder --seeds 2 of the real scenario on the CPU (one rung, 4 steps, 2 trials of 10 steps per seed):
-    each seed's checkpoint and evaluation in its folder, the two trained from different initial weights, and a
-    table that gives the rates with no verdict word (2 seeds)."""
+    """train-ladder --seeds 2 --curve-every 2 of the real scenario on the CPU (one rung, 4 steps, 2 trials of 10
+    steps per seed): each seed's checkpoint and evaluation in its folder, the two trained from different initial
+    weights, a table that gives the rates with no verdict word (2 seeds), and each seed's success curve: the
+    checkpoint of step 2 kept and evaluated as the last one is, beside the last's counts, each with its wall time."""
     monkeypatch.chdir(cpu_workdir)  # the CPU target's dataset is made under runs/datasets there
     out = tmp_path / "tl"
-    assert main(_smoke(out, "--rungs", "community", "--seeds", "2")) == 0
+    assert main(_smoke(out, "--rungs", "community", "--seeds", "2", "--curve-every", "2")) == 0
     ladder = json.loads((out / "train-ladder.json").read_text())["train_ladder"]
     runs = {run["seed"]: run["rungs"][0] for run in ladder["seed_runs"]}
     assert sorted(runs) == [0, 1] and all(r["status"] == "ok" for r in runs.values())
@@ -82,9 +83,20 @@ def test_two_seeds_train_and_evaluate_on_the_cpu(tmp_path, monkeypatch, capsys, 
         assert Path(record["checkpoint"], "model.safetensors").exists() and record["dir"] == f"seed-{seed}/community"
         assert json.loads((out / record["dir"] / "train.json").read_text())["workload"]["seed"] == seed
         assert record["success_rate"]["libero_spatial"]["trials"] == 2
+        curve = record["curve"]
+        assert [p["step"] for p in curve] == [2, 4] and 0 < curve[0]["wall_s"] < curve[1]["wall_s"]
+        assert curve[1]["wall_s"] == record["train"]["wall_s"]  # the last point: the whole training
+        assert curve[1]["success_rate"]["libero_spatial"] == record["success_rate"]["libero_spatial"]
+        early = json.loads((out / record["dir"] / "eval-step-00000002.json").read_text())
+        assert early["policy"]["checkpoint"].endswith("step-00000002")
+        assert curve[0]["success_rate"]["libero_spatial"] == early["success_rate"]["libero_spatial"]
     assert runs[0]["train"]["losses"][0] != runs[1]["train"]["losses"][0]  # other initial weights and draws
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("community"))
+    out_lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in out_lines if line.startswith("community"))
     assert row.split()[1] == "2" and "reference" in row
+    title = out_lines.index(next(line for line in out_lines if line.startswith("success against training time")))
+    curve_rows = [line.split() for line in out_lines[title + 3 : title + 7]]
+    assert [(r[0], r[1], r[2]) for r in curve_rows] == [("community", s, step) for s in "01" for step in "24"]
 
 
 def test_the_seed_reaches_every_rungs_training_and_the_result(tmp_path, monkeypatch):
@@ -463,3 +475,40 @@ def test_every_prompt_of_the_suite_fits_the_scenarios_text_tokens_with_the_state
     ids = [pieces.encode(" " + w)[0] for w in words]
     shared = sorted(w for w, i in zip(words, ids) if ids.count(i) > 1)
     assert (len(words), shared) == (26, ["cabinet", "to"])
+
+
+COMPARE = REPO / "results" / "h200" / "evidence" / "train-ladder-2026-12-02-compare-2554" / "train-ladder.json"
+
+
+def _with_curve(tmp_path: Path, points: list[tuple[int, float]]) -> Path:
+    """The committed seed-0 comparison with a success curve on its community rung: each point (step, wall_s) with
+    the rung's own libero_spatial counts."""
+    data = json.loads(COMPARE.read_text())
+    rung = data["train_ladder"]["rungs"][0]
+    entry = rung["success_rate"]["libero_spatial"]
+    rung["curve"] = [{"step": s, "wall_s": w, "success_rate": {"libero_spatial": entry}} for s, w in points]
+    path = tmp_path / "tl.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_success_curve_is_shown_and_an_impossible_one_refused(tmp_path, capsys):
+    """A rung's curve is a table under the ladder's in `vlabench show`; a curve whose steps go back, or whose wall
+    time shrinks, or whose counts are impossible is refused in one line naming the key (exit 2)."""
+    assert main(["show", str(_with_curve(tmp_path, [(1000, 150.0), (2554, 390.0)]))]) == 0
+    out = capsys.readouterr().out
+    assert "success against training time (--curve-every)" in out
+    assert re.search(r"community\s+1000\s+2\.5 min\s+52\.0% \[42%-62%\] \(52/100\)", out), out
+    for points, key in (([(2554, 390.0), (1000, 150.0)], "curve[1].step"), ([(1000, 400.0), (2554, 390.0)], "wall_s")):
+        assert main(["show", str(_with_curve(tmp_path, points))]) == 2
+        assert key in capsys.readouterr().err
+    data = json.loads(_with_curve(tmp_path, [(1000, 150.0)]).read_text())
+    data["train_ladder"]["rungs"][0]["curve"][0]["success_rate"]["libero_spatial"] = {"successes": 5, "trials": 4}
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    assert main(["show", str(tmp_path / "bad.json")]) == 2
+    assert "successes" in capsys.readouterr().err
+
+
+def test_curve_every_must_be_fewer_steps_than_the_rungs_train(tmp_path, capsys):
+    assert main(_smoke(tmp_path / "tl", "--curve-every", "4")) == 2
+    assert "--curve-every: expected fewer steps than the rungs train (4), got 4" in capsys.readouterr().err

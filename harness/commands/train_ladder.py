@@ -59,6 +59,9 @@ def add_train_ladder_arguments(p) -> None:
     p.add_argument("--seeds", type=int, metavar="N", help="train and evaluate every rung N times, with seeds "
                    "S..S+N-1 (S: --seed, default 0), each seed's runs in OUT/seed-<S>/<rung>/, and judge the rungs "
                    "over the seeds (a verdict needs 3 seeds)")  # fmt: skip
+    p.add_argument("--curve-every", type=int, metavar="K", help="also keep each rung's checkpoint every K steps and "
+                   "evaluate it as the last one is: the rung's success against its training wall time (a curve; "
+                   "default: the last checkpoint only)")  # fmt: skip
 
 
 def _suites(args, settings: dict, folder: Path) -> list[str]:
@@ -140,6 +143,7 @@ def plan_from_args(args) -> LadderPlan:
     at_least("--loader-workers", args.loader_workers, 0, "a non-negative number of workers")
     workload_flag("--seed", "seed", args.seed)
     at_least("--seeds", getattr(args, "seeds", None), 1, "a positive number of seeds")
+    at_least("--curve-every", getattr(args, "curve_every", None), 1, "a positive number of steps")
     scenario = load_scenario(args.scenario)
     block = train_block(scenario)
     target, error = resolve_target(scenario, args.target)
@@ -155,6 +159,9 @@ def plan_from_args(args) -> LadderPlan:
         raise InputError("--resume", None, f"an --out folder of a train-ladder ({RESULT_FILE}) to continue", got)
     check_writable(out / RESULT_FILE, "--out")
     steps = args.steps or block.steps
+    curve_every = getattr(args, "curve_every", None)
+    if curve_every is not None and curve_every >= steps:
+        raise InputError("--curve-every", None, f"fewer steps than the rungs train ({steps})", str(curve_every))
     rungs, eval_settings = _rungs(scenario, block, args.rungs), _eval_settings(scenario, args, out)
     _check_simulator(scenario)
     device = args.device
@@ -184,6 +191,7 @@ def plan_from_args(args) -> LadderPlan:
         ray=args.ray,
         max_steps=args.max_steps,
         workers=args.loader_workers if args.loader_workers is not None else block.workers,
+        curve_every=curve_every,
         **_seeds(args, scenario.workload_for(target.name).seed),
     )
 

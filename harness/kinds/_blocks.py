@@ -73,6 +73,17 @@ class TrainRecord:
 
 
 @dataclass(frozen=True)
+class CurvePoint:
+    """A point of a rung's success curve (train-ladder --curve-every): a checkpoint's step, the training's wall time
+    up to it, and its success on each suite evaluated."""
+
+    __open_schema__ = True
+    step: Annotated[int, AT_LEAST_ONE]
+    success_rate: Rates
+    wall_s: Annotated[float, NON_NEGATIVE] | None = None
+
+
+@dataclass(frozen=True)
 class TrainLadderRung:
     __open_schema__ = True
     name: str
@@ -80,6 +91,17 @@ class TrainLadderRung:
     train: TrainRecord | None = None
     success_rate: Rates | None = None
     suite_errors: dict[str, str] | None = None  # the suites whose evaluation failed, with the error
+    curve: Annotated[tuple[CurvePoint, ...], Expect("a list of curve points")] | None = None
+
+    def __post_init__(self):
+        points = self.curve or ()
+        for i in range(1, len(points)):
+            before, point = points[i - 1], points[i]
+            if point.step <= before.step:
+                raise SchemaError(f"curve[{i}].step", f"more than the point before's ({before.step})", str(point.step))
+            if point.wall_s is not None and before.wall_s is not None and point.wall_s < before.wall_s:
+                want = f"at least the point before's ({before.wall_s:.6g})"
+                raise SchemaError(f"curve[{i}].wall_s", want, f"{point.wall_s:.6g}")
 
 
 @dataclass(frozen=True)

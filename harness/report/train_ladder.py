@@ -207,7 +207,35 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     rule = _rule(conv, drop)
     if ladder["reference"] not in names:
         rule += f"; the reference rung, {ladder['reference']}, is not in this file (trained without it): no verdicts"
-    return "\n".join([_title(result, [seed for seed, _ in runs]), table, *cited, rule])
+    curves = curve_table(result, fmt)
+    return "\n".join([_title(result, [seed for seed, _ in runs]), table, *cited, rule, *([curves] if curves else [])])
+
+
+def curve_table(result: dict, fmt: str = "simple") -> str | None:
+    """The success curves of the rungs trained with --curve-every: a row per evaluated checkpoint (rung, its seed
+    where the ladder has several, step, the training's wall time up to it, the success on each suite); None when no
+    rung has one."""
+    ladder = result["train_ladder"]
+    runs = ladder_runs(result)
+    suites = _suites(ladder, runs)
+    several = len(runs) > 1
+    rows = [
+        [
+            name,
+            *([str(seed)] if several else []),
+            str(point["step"]),
+            duration(point.get("wall_s")),
+            *(_rate(point["success_rate"].get(suite)) for suite in suites),
+        ]
+        for seed, records in runs
+        for name, record in records.items()
+        for point in record.get("curve") or ()
+    ]
+    if not rows:
+        return None
+    headers = ["rung", *(["seed"] if several else []), "step", "train wall", *(f"{s} success [95%]" for s in suites)]
+    title = "success against training time (--curve-every): each kept checkpoint evaluated as the last one is"
+    return title + "\n" + tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
 
 
 def time_to_train(result: dict) -> str | None:

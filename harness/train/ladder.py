@@ -83,6 +83,9 @@ class LadderPlan:
     # --seeds N: every rung trains with each of these seeds, each seed's runs in OUT/seed-<S>/<rung>/ (empty: one
     # seed, `seed`, its runs in OUT/<rung>/ as before --seeds)
     seeds: tuple[int, ...] = ()
+    # --curve-every K: each rung also keeps the checkpoint of every K-th step and evaluates it as the last one is,
+    # its record's `curve` the success on each suite against the training's wall time and steps (None: the last only)
+    curve_every: int | None = None
 
     def training_seeds(self) -> tuple[int, ...]:
         return self.seeds or (self.seed,)
@@ -154,6 +157,12 @@ def eval_path(plan: LadderPlan, rung: str, suite: str, seed: int | None = None) 
     several suites), eval-<suite>.json each in a ladder of several."""
     name = "eval.json" if len(plan.eval_settings["suites"]) == 1 else f"eval-{suite}.json"
     return rung_dir(plan, rung, seed) / name
+
+
+def curve_eval_path(plan: LadderPlan, rung: str, suite: str, step: int, seed: int | None = None) -> Path:
+    """The evaluation of the rung's checkpoint at `step` for its success curve: eval_path's name with the step."""
+    plain = eval_path(plan, rung, suite, seed)
+    return plain.with_name(f"{plain.stem}-step-{step:08d}.json")
 
 
 def missing_suites(plan: LadderPlan, record: dict) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from .. import kinds
 from ..data.fingerprint import dataset_fingerprint, fingerprint_difference
@@ -19,6 +20,7 @@ from .checkpoints import saved_checkpoints
 from .ladder import (
     RESULT_FILE,
     LadderPlan,
+    curve_eval_path,
     error_text,
     eval_path,
     missing_suites,
@@ -60,7 +62,9 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None
         workers=plan.workers,
         loader=plan.block.loader,
         tokenizer=plan.block.tokenizer,
-        keep=1,
+        # with a curve, every K-th step's checkpoint is kept for its evaluation; else the last one only
+        checkpoint_every=plan.curve_every,
+        keep=plan.steps // plan.curve_every + 1 if plan.curve_every else 1,
         seed=seed,
         resume=plan.resume and bool(saved_checkpoints(folder)),
     )
@@ -68,13 +72,19 @@ def train_rung(plan: LadderPlan, rung: str, command: list[str], seed: int | None
 
 
 def evaluate_rung(
-    plan: LadderPlan, rung: str, suite: str, checkpoint: str, command: list[str], seed: int | None = None
+    plan: LadderPlan,
+    rung: str,
+    suite: str,
+    checkpoint: str,
+    command: list[str],
+    seed: int | None = None,
+    out: Path | None = None,
 ) -> dict:
     """`vlabench eval` of the checkpoint on one of the ladder's suites with its trials, into the rung's folder of
-    the training seed (eval_path: eval.json, or eval-<suite>.json in a ladder of several suites; the evaluation's
-    own seed, its initial states, is the protocol's whatever the training's)."""
+    the training seed (`out`, default eval_path: eval.json, or eval-<suite>.json in a ladder of several suites; the
+    evaluation's own seed, its initial states, is the protocol's whatever the training's)."""
     s = plan.eval_settings
-    out = eval_path(plan, rung, suite, seed)
+    out = out or eval_path(plan, rung, suite, seed)
     cfg = eval_main.EvalConfig(
         suites=[suite],
         tasks=tasks_of_suite(plan, suite),
@@ -135,6 +145,33 @@ def evaluate_suites(
     return out | ({"suite_errors": failed} if failed else {})
 
 
+def evaluate_curve(plan: LadderPlan, rung: str, record: dict, command: list[str], seed: int | None) -> list[dict]:
+    """The rung's success curve (--curve-every): each kept checkpoint before the last evaluated on every suite
+    as the last was (into curve_eval_path), then the last checkpoint's own counts, each point with its step and
+    the training's wall time up to it. A suite whose evaluation of a checkpoint fails is left out of that point,
+    saying so; the others are kept."""
+    points = []
+    checkpoints = record["train"]["checkpoints"]
+    for c in checkpoints[:-1]:
+        rates = {}
+        for suite in plan.eval_settings["suites"]:
+            out = curve_eval_path(plan, rung, suite, c["step"], seed)
+            try:
+                _say(f"== {rung}: evaluating step {c['step']} ({c['path']}) on {suite} for the curve")
+                evaluated = evaluate_rung(plan, rung, suite, c["path"], command, seed, out)
+            except InputError:
+                raise
+            except Exception as exc:  # this point lacks the suite; the curve goes on
+                _say(f"== {rung}: evaluation of step {c['step']} on {suite} failed: {error_text(exc)}")
+                continue
+            if suite in evaluated["success_rate"]:
+                rates[suite] = evaluated["success_rate"][suite]
+        points.append({"step": c["step"], "wall_s": c.get("wall_s"), "success_rate": rates})
+    last = checkpoints[-1]
+    final = {suite: entry for suite, entry in (record.get("success_rate") or {}).items() if "/" not in suite}
+    return [*points, {"step": last["step"], "wall_s": last.get("wall_s"), "success_rate": final}]
+
+
 def _train_summary(result: dict) -> dict:
     """What the ladder keeps of a training run: its `train` block whole (the loss curve the convergence check
     reads) without the per-step learning rates."""
@@ -176,6 +213,8 @@ def run_rung(
         _say(f"== {rung}: training failed: {record['error']}")
         return record
     record |= evaluate_suites(plan, rung, record["checkpoint"], command, seed, earlier or {})
+    if plan.curve_every and record.get("success_rate"):
+        record["curve"] = evaluate_curve(plan, rung, record, command, seed)
     if not record.get("success_rate"):  # no suite evaluated: the rung failed in its evaluation
         failed = record["suite_errors"]
         error = (

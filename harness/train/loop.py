@@ -290,7 +290,9 @@ def _step_loop(
             waits = []
         if done == plan.steps or (plan.checkpoint_every and done % plan.checkpoint_every == 0):
             folder = save(training, plan, spec, identity, done, record["losses"])
-            record["checkpoints"].append({"step": done, "path": str(folder)})
+            # the training's wall time up to this checkpoint (every part's loop, saves included): a success curve's x
+            wall = sum(p["wall_s"] for p in record["parts"])
+            record["checkpoints"].append({"step": done, "path": str(folder), "wall_s": wall})
             writer.update({"train": summarize(record, batch)})
             print_progress(f"checkpoint {folder}")
 

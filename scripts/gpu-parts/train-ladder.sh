@@ -21,6 +21,8 @@
 #             scripts/fetch-sim-wheels.sh` puts them in .whl2);
 #   gpu-tests the GPU-only tests of the CUDA-graph code, unless DEADLINE (if given) leaves less than 150 s.
 # SEED (default the workload's) trains the goal's and the compare's rungs with that seed (runs/tl-compare-seedN).
+# CURVE_EVERY=K: the goal's rung also keeps its checkpoint every K steps and evaluates each (train-ladder
+# --curve-every): its success against training time; each point costs one more evaluation of the suite.
 # Each step is kept when the device time runs out before the next: what is done is in runs/tl*.
 # Usage: scripts/gpu-parts/train-ladder.sh LOGDIR (gpu-session.sh passes VLABENCH_GIT_SHA and VLABENCH_GIT_DIRTY on:
 # the device copy's .git may be stale, docs/measuring.md, "Provenance").
@@ -128,7 +130,7 @@ EOF
 ) || return 1
   fi
   step "goal: $rung, $steps steps, 20 trials per task"
-  ladder --rungs "$rung" --steps "$steps" --out runs/tl > "$logs/goal.log" 2>&1
+  ladder --rungs "$rung" --steps "$steps" ${CURVE_EVERY:+--curve-every "$CURVE_EVERY"} --out runs/tl > "$logs/goal.log" 2>&1
 }
 
 compare() {
