@@ -151,7 +151,26 @@ TRAIN_LADDER_BREAKS = {
         "libero_spatial.rate",
         "successes / trials",
     ),
+    "a seed's successes above trials": (
+        lambda d: _set(_seed_runs(d, 0, 1)[1]["rungs"][1]["success_rate"]["libero_spatial"], successes=150),
+        "train_ladder.seed_runs[1].rungs[1].success_rate.libero_spatial.successes",
+        "at most",
+    ),
+    "a seed twice": (lambda d: _seed_runs(d, 0, 0), "train_ladder.seed_runs[1].seed", "each seed once"),
+    "a curve going back": (
+        lambda d: d["train_ladder"]["rungs"][1].update(
+            curve=[{"step": s, "success_rate": {}} for s in (d["train_ladder"]["steps"], 1)]
+        ),
+        "train_ladder.rungs[1].curve[1].step",
+        "more than the point before's",
+    ),
 }
+
+
+def _seed_runs(data: dict, *seeds: int) -> list[dict]:
+    """The ladder's rungs as the runs of `seeds` (train-ladder --seeds), each a copy."""
+    data["train_ladder"]["seed_runs"] = [{"seed": s, "rungs": copy_of(data["train_ladder"]["rungs"])} for s in seeds]
+    return data["train_ladder"]["seed_runs"]
 
 
 def copy_of(value):

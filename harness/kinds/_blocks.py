@@ -105,11 +105,21 @@ class TrainLadderRung:
 
 
 @dataclass(frozen=True)
+class SeedRun:
+    """One training seed's rung records of a train-ladder --seeds N (`train_ladder.seed_runs[i]`)."""
+
+    __open_schema__ = True
+    seed: int
+    rungs: Annotated[tuple[TrainLadderRung, ...], Expect("a list of rung records")]
+
+
+@dataclass(frozen=True)
 class TrainLadder:
     __open_schema__ = True
     reference: str
     steps: Annotated[int, AT_LEAST_ONE]
     rungs: Annotated[tuple[TrainLadderRung, ...], Expect("a list of rung records")]
+    seed_runs: Annotated[tuple[SeedRun, ...], Expect("a list of seed runs")] | None = None
     convergence_tolerance: Annotated[float, POSITIVE] | None = None
     success_tolerance: Share | None = None
     versus_reference: dict[str, Any] | None = None
@@ -146,6 +156,12 @@ def shared_checks(data: dict) -> None:
     if ladder is not None:
         names = [r.name for r in ladder.rungs]
         _once(names, "train_ladder.rungs")
+        for i, run in enumerate(ladder.seed_runs or ()):
+            _once([r.name for r in run.rungs], f"train_ladder.seed_runs[{i}].rungs")
+        seeds = [run.seed for run in ladder.seed_runs or ()]
+        twice = next((i for i, seed in enumerate(seeds) if seed in seeds[:i]), None)
+        if twice is not None:
+            raise Mismatch(f"train_ladder.seed_runs[{twice}].seed", "each seed once", f"{seeds[twice]} again")
         judged = set(ladder.versus_reference or ())
         if judged and ladder.reference not in names:
             raise Mismatch("train_ladder.reference", "a rung of train_ladder.rungs (verdicts were given against it)",
