@@ -54,7 +54,8 @@ from ..stats.spread import (
 from ..train.convergence import DEFAULT_TOLERANCE, check_convergence
 
 PASS, FAIL, NOT_GATED, INCONCLUSIVE = "pass", "FAIL", "not gated", "inconclusive"
-# 2 is unusable input (the CLI's); 3: no regression found, but a slowdown the machine itself may explain
+# 2 is unusable input (the CLI's); 3: no regression found, but none ruled out (a slowdown within the noise or that
+# the machine itself may explain, a pass whose interval reaches beyond twice the tolerance)
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 3
 SOFTWARE_KEYS = ("python", "torch", "cuda", "triton", "torch_npu")
 # A machine whose probe ran more than this much slower in the current rung than in the baseline's cannot time
