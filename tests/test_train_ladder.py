@@ -503,6 +503,10 @@ def test_a_success_curve_is_shown_and_an_impossible_one_refused(tmp_path, capsys
         assert main(["show", str(_with_curve(tmp_path, points))]) == 2
         assert key in capsys.readouterr().err
     data = json.loads(_with_curve(tmp_path, [(1000, 150.0)]).read_text())
+    data["train_ladder"]["rungs"][0]["curve"][0]["success_rate"]["libero_spatial"] = {"successes": 5, "trials": 10}
+    (tmp_path / "counts.json").write_text(json.dumps(data))
+    assert main(["show", str(tmp_path / "counts.json")]) == 0  # the counts alone: the interval computed
+    assert "50.0% [24%-76%] (5/10)" in capsys.readouterr().out
     data["train_ladder"]["rungs"][0]["curve"][0]["success_rate"]["libero_spatial"] = {"successes": 5, "trials": 4}
     (tmp_path / "bad.json").write_text(json.dumps(data))
     assert main(["show", str(tmp_path / "bad.json")]) == 2

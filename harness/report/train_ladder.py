@@ -14,6 +14,7 @@ from tabulate import tabulate
 from ..judge.published import PUBLISHED_DIR, load_published, success_rates_by_policy
 from ..judge.seeds import MIN_SEEDS, NOT_JUDGED, too_few
 from ..judge.train_ladder import judge_runs, ladder_runs
+from ..stats.rates import wilson_interval
 from ..train.ladder import DEMONSTRATED, TrainBlock
 from ..train.report import duration
 
@@ -23,10 +24,13 @@ _DEFAULTS = TrainBlock(steps=1)  # the tolerances a result without them was judg
 def _rate(entry: dict | None) -> str:
     if not entry:
         return "-"
-    return (
-        f"{entry['successes'] / entry['trials']:.1%} [{entry['wilson_low']:.0%}-{entry['wilson_high']:.0%}] "
-        f"({entry['successes']}/{entry['trials']})"
+    k, n = entry["successes"], entry["trials"]
+    low, high = (
+        (entry["wilson_low"], entry["wilson_high"])
+        if entry.get("wilson_low") is not None and entry.get("wilson_high") is not None
+        else wilson_interval(k, n)  # a file that states only the counts
     )
+    return f"{k / n:.1%} [{low:.0%}-{high:.0%}] ({k}/{n})"
 
 
 def _suite_cell(records: list[dict], suite: str) -> str:
