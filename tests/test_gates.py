@@ -256,6 +256,10 @@ def test_the_rule_on_simulated_runs():
         slower = simulate(between, 0.05, 2 * limits.tolerance, repeats, limits)
         assert quiet[FAIL] / sum(quiet.values()) <= 0.05
         assert slower[FAIL] / sum(slower.values()) >= 0.95
+        assert quiet[INCONCLUSIVE] / sum(quiet.values()) <= 0.05  # steady repeats rule out twice the tolerance
+    # at a 5% spread, 3 repeats cannot decide 10%, but the twice-the-tolerance clause keeps it from passing
+    noisy = simulate(0.05, 0.05, 2 * limits.tolerance, 3, limits)
+    assert noisy[PASS] / sum(noisy.values()) <= 0.05
 
 
 def probe(factor=1.0, noise=0.01, shift=0):
