@@ -35,6 +35,7 @@ from ..ladder.floor import attach_floors
 from ..outputs import file_name
 from ..results import EVIDENCE, load_result, measured_result_files
 from ..scenario import load_scenario
+from ..train.ladder import TrainBlock
 from .figures import waterfall
 from .hardware import HARDWARE_DOC, hardware_page
 from .report import eval_scaling_table, eval_workers, provenance_line, result_table
@@ -66,7 +67,8 @@ def reference_learned(result: dict) -> bool:
     ladder = result["train_ladder"]
     ref = next((r for r in ladder["rungs"] if r["name"] == ladder["reference"]), None) or {}
     suites = {k: v for k, v in (ref.get("success_rate") or {}).items() if "/" not in k}  # "suite/task" are tasks
-    return any(v["rate"] > ladder["success_tolerance"] for v in suites.values())
+    tolerance = ladder.get("success_tolerance", TrainBlock(steps=1).success_tolerance)  # what it was judged with
+    return any(v["successes"] / v["trials"] > tolerance for v in suites.values())
 
 
 def newest_comparison(trained: list[tuple[str, dict]]) -> tuple[str, dict] | None:

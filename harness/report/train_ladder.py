@@ -211,17 +211,14 @@ def train_ladder_table(result: dict, fmt: str = "simple") -> str:
     rule = _rule(conv, drop)
     if ladder["reference"] not in names:
         rule += f"; the reference rung, {ladder['reference']}, is not in this file (trained without it): no verdicts"
-    curves = curve_table(result, fmt)
+    curves = curve_table(runs, suites, fmt)
     return "\n".join([_title(result, [seed for seed, _ in runs]), table, *cited, rule, *([curves] if curves else [])])
 
 
-def curve_table(result: dict, fmt: str = "simple") -> str | None:
-    """The success curves of the rungs trained with --curve-every: a row per evaluated checkpoint (rung, its seed
-    where the ladder has several, step, the training's wall time up to it, the success on each suite); None when no
-    rung has one."""
-    ladder = result["train_ladder"]
-    runs = ladder_runs(result)
-    suites = _suites(ladder, runs)
+def curve_table(runs: list, suites: list[str], fmt: str = "simple") -> str | None:
+    """The success curves of the rungs trained with --curve-every (`runs`: ladder_runs of the result): a row per
+    evaluated checkpoint (rung, its seed where the ladder has several, step, the training's wall time up to it, the
+    success on each suite); None when no rung has one."""
     several = len(runs) > 1
     rows = [
         [

@@ -110,13 +110,19 @@ def _of_suite(rates: dict, suite: str) -> dict:
 
 
 def evaluate_suites(
-    plan: LadderPlan, rung: str, checkpoint: str, command: list[str], seed: int | None, earlier: dict
+    plan: LadderPlan,
+    rung: str,
+    checkpoint: str,
+    command: list[str],
+    seed: int | None,
+    earlier: dict,
+    out_of: Callable[[str], Path] | None = None,
 ) -> dict:
-    """The rung's evaluation on each of the ladder's suites, one `vlabench eval` a suite, so that a suite whose
-    evaluation fails leaves the others' counts. A suite the earlier record (--resume) holds is kept as it was.
-    Returns the record's evaluation keys: success_rate (the eval's, every suite's and task's), eval_throughput per
-    suite, eval_errors (errored episodes, counted as failures as `vlabench eval` counts them) and suite_errors
-    (the suites whose evaluation failed, with the error)."""
+    """The rung's evaluation on each of the ladder's suites, one `vlabench eval` a suite (into `out_of(suite)`,
+    default eval_path), so that a suite whose evaluation fails leaves the others' counts. A suite the earlier
+    record (--resume) holds is kept as it was. Returns the record's evaluation keys: success_rate (the eval's, every
+    suite's and task's), eval_throughput per suite, eval_errors (errored episodes, counted as failures as `vlabench
+    eval` counts them) and suite_errors (the suites whose evaluation failed, with the error)."""
     rates, speed, failed = {}, {}, {}
     for suite in plan.eval_settings["suites"]:
         kept = _of_suite(earlier.get("success_rate") or {}, suite)
@@ -126,7 +132,7 @@ def evaluate_suites(
             continue
         try:
             _say(f"== {rung}: evaluating {checkpoint} on {suite}")
-            evaluated = evaluate_rung(plan, rung, suite, checkpoint, command, seed)
+            evaluated = evaluate_rung(plan, rung, suite, checkpoint, command, seed, out_of and out_of(suite))
         except InputError:
             raise  # bad input stops the ladder at once, in one line: every rung would meet it
         except Exception as exc:  # this suite is recorded failed; the other suites are evaluated
@@ -146,30 +152,31 @@ def evaluate_suites(
 
 
 def evaluate_curve(plan: LadderPlan, rung: str, record: dict, command: list[str], seed: int | None) -> list[dict]:
-    """The rung's success curve (--curve-every): each kept checkpoint before the last evaluated on every suite
-    as the last was (into curve_eval_path), then the last checkpoint's own counts, each point with its step and
-    the training's wall time up to it. A suite whose evaluation of a checkpoint fails is left out of that point,
-    saying so; the others are kept."""
-    points = []
+    """The rung's success curve (--curve-every): each kept checkpoint before the last evaluated on every suite as
+    the last was (evaluate_suites, into curve_eval_path), then the last checkpoint's own counts, each point with its
+    step and the training's wall time up to it. A suite whose evaluation of a checkpoint fails is left out of that
+    point, saying so; the others are kept."""
     checkpoints = record["train"]["checkpoints"]
+    points = []
     for c in checkpoints[:-1]:
-        rates = {}
-        for suite in plan.eval_settings["suites"]:
-            out = curve_eval_path(plan, rung, suite, c["step"], seed)
-            try:
-                _say(f"== {rung}: evaluating step {c['step']} ({c['path']}) on {suite} for the curve")
-                evaluated = evaluate_rung(plan, rung, suite, c["path"], command, seed, out)
-            except InputError:
-                raise
-            except Exception as exc:  # this point lacks the suite; the curve goes on
-                _say(f"== {rung}: evaluation of step {c['step']} on {suite} failed: {error_text(exc)}")
-                continue
-            if suite in evaluated["success_rate"]:
-                rates[suite] = evaluated["success_rate"][suite]
-        points.append({"step": c["step"], "wall_s": c.get("wall_s"), "success_rate": rates})
+        evaluated = evaluate_suites(
+            plan,
+            rung,
+            c["path"],
+            command,
+            seed,
+            {},
+            lambda suite, step=c["step"]: curve_eval_path(plan, rung, suite, step, seed),
+        )
+        points.append({"step": c["step"], "wall_s": c.get("wall_s"), "success_rate": evaluated.get("success_rate")})
     last = checkpoints[-1]
-    final = {suite: entry for suite, entry in (record.get("success_rate") or {}).items() if "/" not in suite}
-    return [*points, {"step": last["step"], "wall_s": last.get("wall_s"), "success_rate": final}]
+    points.append({"step": last["step"], "wall_s": last.get("wall_s"), "success_rate": record["success_rate"]})
+    return [{**p, "success_rate": _suites_only(p["success_rate"] or {})} for p in points]
+
+
+def _suites_only(rates: dict) -> dict:
+    """A success_rate mapping without its tasks' entries ("libero_spatial/3")."""
+    return {key: entry for key, entry in rates.items() if "/" not in key}
 
 
 def _train_summary(result: dict) -> dict:
